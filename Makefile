@@ -1,0 +1,33 @@
+# Two commands set everything up on a fresh machine: `make demo` and `make test`.
+VENV ?= .venv
+PYTHON ?= python3
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: install demo test lint bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# A real release of the bundled breast-cancer table into releases/ (epsilon 1 of its cap 10).
+demo: $(STAMP)
+	$(BIN)/dprelease release data/breast_cancer.csv --schema data/breast_cancer.yaml \
+		--epsilon 1.0 --delta 1e-6 --out releases --seed 0
+	$(BIN)/dprelease ledger show breast-cancer --out releases
+
+test: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -q
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/release.py
+	$(BIN)/python benchmarks/psis.py
+	$(BIN)/python benchmarks/weights.py
+
+clean:
+	rm -rf releases evaluations .pytest_cache

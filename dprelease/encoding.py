@@ -1,0 +1,161 @@
+"""Encoding between a schema-typed table and the matrix generators and weights see.
+
+PRIVACY_MODEL.md section 2: numeric columns are scaled to [0, 1] with the schema's public
+bounds, v = (x - min) / (max - min); categorical columns are one-hot over the schema's
+categories. A nullable column gets one more state for "missing": a nullable categorical
+has an extra one-hot level, a nullable numeric column an indicator feature in front of its
+value (the value is 0 when missing). Decoding is the exact inverse on encoded tables, and
+maps any matrix (for example a generator's output) back to valid schema values: numeric
+values clipped to the bounds, integers rounded, categories by the largest coordinate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from dprelease.schema import CategoricalColumn, ColumnSpec, IntegerColumn, Schema
+
+MISSING_LEVEL = "<missing>"
+
+
+@dataclass(frozen=True)
+class EncodedColumn:
+    """Where one schema column lives in the encoded matrix.
+
+    Categorical: features `start .. start + len(levels)` are the one-hot levels (the
+    schema's categories, then `MISSING_LEVEL` when nullable). Numeric: a missing indicator
+    at `start` when nullable, then the scaled value at `value_index`.
+    """
+
+    name: str
+    spec: ColumnSpec
+    start: int
+    width: int
+
+    @property
+    def is_categorical(self) -> bool:
+        return isinstance(self.spec, CategoricalColumn)
+
+    @property
+    def levels(self) -> tuple[str, ...]:
+        assert isinstance(self.spec, CategoricalColumn)
+        missing = (MISSING_LEVEL,) if self.spec.nullable else ()
+        return self.spec.categories + missing
+
+    @property
+    def value_index(self) -> int:
+        return self.start + self.width - 1
+
+    @property
+    def missing_index(self) -> int | None:
+        if not self.spec.nullable:
+            return None
+        return self.start + self.width - 1 if self.is_categorical else self.start
+
+    @property
+    def stop(self) -> int:
+        return self.start + self.width
+
+
+class Encoder:
+    """Encode a validated table into [0, 1]^d and decode matrices back to schema types."""
+
+    def __init__(self, schema: Schema) -> None:
+        self.schema = schema
+        columns = []
+        start = 0
+        for name, spec in schema.columns.items():
+            if isinstance(spec, CategoricalColumn):
+                width = len(spec.categories) + int(spec.nullable)
+            else:
+                width = 1 + int(spec.nullable)
+            columns.append(EncodedColumn(name, spec, start, width))
+            start += width
+        self.columns: tuple[EncodedColumn, ...] = tuple(columns)
+        self.width = start
+
+    @property
+    def feature_names(self) -> list[str]:
+        names = []
+        for column in self.columns:
+            if column.is_categorical:
+                names += [f"{column.name}={level}" for level in column.levels]
+            else:
+                if column.spec.nullable:
+                    names.append(f"{column.name}:missing")
+                names.append(column.name)
+        return names
+
+    def encode(self, table: pd.DataFrame) -> np.ndarray:
+        """Encode a table whose values already satisfy the schema (see `validation`)."""
+        matrix = np.zeros((len(table), self.width))
+        for column in self.columns:
+            values = table[column.name]
+            missing = values.isna().to_numpy()
+            if column.is_categorical:
+                codes = pd.Categorical(values, categories=column.spec.categories).codes
+                codes = np.where(missing, len(column.spec.categories), codes)
+                if (codes < 0).any():
+                    raise ValueError(f"column {column.name!r} has values outside its categories")
+                matrix[np.arange(len(table)), column.start + codes] = 1.0
+            else:
+                low, high = float(column.spec.min), float(column.spec.max)
+                numbers = values.to_numpy(dtype=float, na_value=np.nan)
+                scaled = (numbers - low) / (high - low)
+                if np.any(scaled[~missing] < 0) or np.any(scaled[~missing] > 1):
+                    raise ValueError(f"column {column.name!r} has values outside its bounds")
+                matrix[:, column.value_index] = np.where(missing, 0.0, scaled)
+                if column.missing_index is not None:
+                    matrix[:, column.missing_index] = missing
+        return matrix
+
+    def decode(self, matrix: np.ndarray) -> pd.DataFrame:
+        """Map encoded rows back to a table with the schema's columns and types."""
+        matrix = np.asarray(matrix, dtype=float)
+        if matrix.ndim != 2 or matrix.shape[1] != self.width:
+            raise ValueError(f"expected a matrix with {self.width} columns, got {matrix.shape}")
+        data = {}
+        for column in self.columns:
+            block = matrix[:, column.start : column.stop]
+            if column.is_categorical:
+                codes = np.argmax(block, axis=1)
+                if column.spec.nullable:
+                    codes = np.where(codes == len(column.spec.categories), -1, codes)
+                data[column.name] = pd.Categorical.from_codes(
+                    codes, categories=list(column.spec.categories)
+                )
+                continue
+            low, high = float(column.spec.min), float(column.spec.max)
+            values = low + np.clip(matrix[:, column.value_index], 0.0, 1.0) * (high - low)
+            values = np.clip(values, low, high)
+            missing = (
+                matrix[:, column.missing_index] > 0.5
+                if column.missing_index is not None
+                else np.zeros(len(matrix), dtype=bool)
+            )
+            data[column.name] = _numeric_series(column.spec, values, missing)
+        return pd.DataFrame(data)
+
+
+def _numeric_series(spec: ColumnSpec, values: np.ndarray, missing: np.ndarray) -> pd.Series:
+    if isinstance(spec, IntegerColumn):
+        integers = pd.array(np.rint(values).astype(np.int64), dtype="Int64")
+        integers[missing] = pd.NA
+        return pd.Series(integers if spec.nullable else integers.astype("int64"))
+    return pd.Series(np.where(missing, np.nan, values), dtype="float64")
+
+
+def column_dtypes(schema: Schema) -> dict[str, object]:
+    """The pandas dtype every schema column has after validation and after decoding."""
+    dtypes: dict[str, object] = {}
+    for name, spec in schema.columns.items():
+        if isinstance(spec, CategoricalColumn):
+            dtypes[name] = pd.CategoricalDtype(list(spec.categories))
+        elif isinstance(spec, IntegerColumn):
+            dtypes[name] = "Int64" if spec.nullable else "int64"
+        else:
+            dtypes[name] = "float64"
+    return dtypes

@@ -1,0 +1,217 @@
+"""A release's configuration and its privacy plan, fixed before the real data is read.
+
+`plan_release` turns the public schema and the configuration into a `ReleasePlan`: the
+budget split between the generator and the weights, the generator (calibrated at
+construction), the weights' calibration, and the list of `PlannedSpend`s that the ledger
+reserves before any mechanism sees the data (PRIVACY_MODEL.md section 7). Everything here is
+computed from public quantities: schema, configuration, the public synthetic size N_G.
+
+Budget split: a private weight method gets the fraction F of the release's epsilon and
+delta and the generator the rest; `none` and `discriminator` weights leave the whole budget to
+the generator. `DEFAULT_WEIGHTS_FRACTION` is chosen from the evidence in
+benchmarks/weights.py (see the README).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from dprelease import weights as weight_methods
+from dprelease.encoding import Encoder
+from dprelease.errors import InputError
+from dprelease.generators import Generator, make_generator
+from dprelease.privacy.accounting import PlannedSpend, Spend, compose
+from dprelease.schema import Schema
+
+DEFAULT_N_SYNTHETIC = 10_000
+DEFAULT_WEIGHTS = "beta_debiased"
+DEFAULT_WEIGHTS_FRACTION = 0.2
+BUDGET_FREE_WEIGHTS = ("none", "discriminator")
+
+
+@dataclass(frozen=True)
+class ReleaseConfig:
+    """Everything a curator chooses for one release; all of it public."""
+
+    epsilon: float
+    delta: float = 0.0
+    generator: str = "marginals"
+    generator_options: dict = field(default_factory=dict)
+    weights: str = DEFAULT_WEIGHTS
+    weights_fraction: float | None = None
+    weights_options: dict = field(default_factory=dict)
+    n_synthetic: int | None = None
+    seed: int | None = None
+    on_out_of_bounds: str = "clip"
+    drop_extra_columns: bool = False
+    temper: float = 1.0
+    allow_unreliable_weights: bool = False
+    secure_noise: bool = False
+
+
+@dataclass(frozen=True)
+class ReleasePlan:
+    """The public plan of one release."""
+
+    schema: Schema
+    config: ReleaseConfig
+    encoder: Encoder
+    generator: Generator
+    n_synthetic: int
+    weights_budget: Spend
+    weights_plan: dict
+
+    @property
+    def generator_spends(self) -> list[PlannedSpend]:
+        return self.generator.planned_spends()
+
+    @property
+    def weights_spend(self) -> PlannedSpend | None:
+        if self.weights_budget.epsilon == 0:
+            return None
+        return PlannedSpend(
+            mechanism=f"weights:{self.config.weights}",
+            epsilon=self.weights_budget.epsilon,
+            delta=self.weights_budget.delta,
+            params={"component": "weights", **self.weights_plan},
+        )
+
+    def actual_weights_spends(self, estimate: weight_methods.WeightEstimate) -> list[PlannedSpend]:
+        """What the weights actually spent, to commit against their reservation."""
+        if self.weights_spend is None:
+            return []
+        return [
+            PlannedSpend(
+                mechanism=self.weights_spend.mechanism,
+                epsilon=estimate.epsilon_spent,
+                delta=estimate.delta_spent,
+                params={"component": "weights", **estimate.details},
+            )
+        ]
+
+    @property
+    def planned_spends(self) -> list[PlannedSpend]:
+        spends = list(self.generator_spends)
+        if self.weights_spend is not None:
+            spends.append(self.weights_spend)
+        return spends
+
+    @property
+    def total(self) -> Spend:
+        return compose(self.planned_spends)
+
+    @property
+    def cap(self) -> Spend:
+        return Spend(self.schema.budget.epsilon, self.schema.budget.delta)
+
+    def configuration(self) -> dict:
+        """The public configuration recorded in the manifest."""
+        config = asdict(self.config)
+        return {
+            "release": {
+                key: config[key]
+                for key in (
+                    "epsilon",
+                    "delta",
+                    "n_synthetic",
+                    "seed",
+                    "on_out_of_bounds",
+                    "drop_extra_columns",
+                    "temper",
+                    "allow_unreliable_weights",
+                    "secure_noise",
+                )
+            }
+            | {"n_synthetic": self.n_synthetic},
+            "generator": self.generator.config()
+            | {"epsilon": self.generator.epsilon, "delta": self.generator.delta},
+            "weights": {
+                "method": self.config.weights,
+                "fraction": self.config.weights_fraction,
+                "epsilon": self.weights_budget.epsilon,
+                "delta": self.weights_budget.delta,
+                **self.weights_plan,
+            },
+        }
+
+
+def plan_release(schema: Schema, config: ReleaseConfig) -> ReleasePlan:
+    """Validate the configuration and calibrate every mechanism from public quantities."""
+    _check_release_budget(config)
+    if config.weights in weight_methods.NON_PRIVATE_METHODS:
+        raise InputError(
+            f"weights {config.weights!r} are not differentially private; they exist for "
+            "benchmarks only and a release refuses them (use beta_debiased or dp_mlp)"
+        )
+    if config.weights not in weight_methods.METHODS:
+        known = ", ".join(
+            m for m in weight_methods.METHODS if m not in weight_methods.NON_PRIVATE_METHODS
+        )
+        raise InputError(f"unknown weights method {config.weights!r}; choose one of: {known}")
+    if not 0 < config.temper <= 1:
+        raise InputError(f"--temper must be in (0, 1], got {config.temper}")
+    n_synthetic = config.n_synthetic or schema.max_rows or DEFAULT_N_SYNTHETIC
+    if n_synthetic < 1:
+        raise InputError("--n-synthetic must be at least 1")
+    fraction = _weights_fraction(config)
+    release = Spend(config.epsilon, config.delta)
+    weights_budget = Spend(fraction * release.epsilon, fraction * release.delta)
+    encoder = Encoder(schema)
+    generator = make_generator(
+        config.generator,
+        encoder,
+        release.epsilon - weights_budget.epsilon,
+        release.delta - weights_budget.delta,
+        **config.generator_options,
+    )
+    if config.weights == "discriminator" and not generator.has_discriminator:
+        raise InputError(
+            f"generator {config.generator!r} has no probabilistic discriminator; choose "
+            "another weights method or a DP-GAN generator"
+        )
+    weights_plan = _plan_weights(config, weights_budget, encoder.width, n_synthetic)
+    return ReleasePlan(
+        schema=schema,
+        config=config,
+        encoder=encoder,
+        generator=generator,
+        n_synthetic=n_synthetic,
+        weights_budget=weights_budget,
+        weights_plan=weights_plan,
+    )
+
+
+def _check_release_budget(config: ReleaseConfig) -> None:
+    if not config.epsilon > 0:
+        raise InputError(f"--epsilon must be positive, got {config.epsilon}")
+    if not 0 <= config.delta < 1:
+        raise InputError(f"--delta must be in [0, 1), got {config.delta}")
+
+
+def _weights_fraction(config: ReleaseConfig) -> float:
+    if config.weights in BUDGET_FREE_WEIGHTS:
+        if config.weights_fraction not in (None, 0):
+            raise InputError(f"weights {config.weights!r} take no budget; drop --weights-fraction")
+        return 0.0
+    fraction = (
+        DEFAULT_WEIGHTS_FRACTION if config.weights_fraction is None else config.weights_fraction
+    )
+    if not 0 < fraction < 1:
+        raise InputError(
+            f"--weights-fraction must be strictly between 0 and 1 (got {fraction}): both the "
+            "generator and the weights need a positive share of the budget"
+        )
+    return fraction
+
+
+def _plan_weights(config: ReleaseConfig, budget: Spend, n_features: int, n_synthetic: int) -> dict:
+    if config.weights in BUDGET_FREE_WEIGHTS:
+        return {"mechanism": "none" if config.weights == "none" else "post-processing"}
+    return weight_methods.plan(
+        config.weights,
+        budget.epsilon,
+        budget.delta,
+        n_features,
+        n_synthetic,
+        **config.weights_options,
+    )

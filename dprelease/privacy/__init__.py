@@ -1,0 +1,1 @@
+"""Privacy: noise sources, calibration, composition and the persistent budget ledger."""

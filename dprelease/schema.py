@@ -1,0 +1,157 @@
+"""The public schema: the only source of column types, bounds and categories.
+
+A schema is a YAML file validated with pydantic::
+
+    dataset: cps1988                 # ledger key: one privacy budget per dataset
+    description: free text
+    max_rows: 100000                 # optional public upper bound on the row count
+    budget: {epsilon: 6.0, delta: 1.0e-6}   # lifetime cap for this dataset
+    target: wage                     # optional label column
+    columns:
+      wage: {type: continuous, min: 0, max: 20000}
+      education: {type: integer, min: 0, max: 20}
+      region: {type: categorical, categories: [northeast, midwest, south, west]}
+
+PRIVACY_MODEL.md section 2: bounds and category sets are public and come from here, never
+from the data. Errors name the offending key (``columns.wage.max``) and what is wrong.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from dprelease.errors import InputError
+
+_STRICT = ConfigDict(extra="forbid", frozen=True)
+
+
+class _NumericColumn(BaseModel):
+    model_config = _STRICT
+    nullable: bool = False
+
+    @model_validator(mode="after")
+    def _bounds_ordered(self) -> _NumericColumn:
+        if not self.min < self.max:  # type: ignore[attr-defined]
+            raise ValueError(f"min ({self.min}) must be smaller than max ({self.max})")  # type: ignore[attr-defined]
+        return self
+
+
+class ContinuousColumn(_NumericColumn):
+    """A real-valued column with public bounds [min, max]."""
+
+    type: Literal["continuous"]
+    min: float = Field(allow_inf_nan=False)
+    max: float = Field(allow_inf_nan=False)
+
+
+class IntegerColumn(_NumericColumn):
+    """An integer-valued column with public bounds [min, max]."""
+
+    type: Literal["integer"]
+    min: int
+    max: int
+
+
+class CategoricalColumn(BaseModel):
+    """A column whose values come from a public, finite category set."""
+
+    model_config = _STRICT
+    type: Literal["categorical"]
+    categories: tuple[str, ...] = Field(min_length=1)
+    nullable: bool = False
+
+    @field_validator("categories", mode="before")
+    @classmethod
+    def _categories_are_labels(cls, value: object) -> object:
+        if not isinstance(value, list | tuple):
+            return value
+        labels = []
+        for position, item in enumerate(value):
+            if isinstance(item, bool):
+                raise ValueError(
+                    f"category {position} was read by YAML as the boolean {item}; quote it "
+                    '(for example "no" or "yes")'
+                )
+            if isinstance(item, int | str):
+                labels.append(str(item))
+            else:
+                raise ValueError(f"category {position} must be a string or an integer")
+        if len(set(labels)) != len(labels):
+            raise ValueError("categories must be distinct")
+        return labels
+
+
+ColumnSpec = Annotated[
+    ContinuousColumn | IntegerColumn | CategoricalColumn, Field(discriminator="type")
+]
+
+
+class Budget(BaseModel):
+    """Lifetime (epsilon, delta) cap of a dataset under basic composition."""
+
+    model_config = _STRICT
+    epsilon: float = Field(gt=0, allow_inf_nan=False)
+    delta: float = Field(ge=0, lt=1)
+
+
+class Schema(BaseModel):
+    """A public table schema; see the module docstring for the format."""
+
+    model_config = _STRICT
+    dataset: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=128)
+    description: str = ""
+    max_rows: int | None = Field(default=None, gt=0)
+    budget: Budget
+    target: str | None = None
+    columns: dict[str, ColumnSpec] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _target_is_a_column(self) -> Schema:
+        if self.target is not None and self.target not in self.columns:
+            raise ValueError(f"target {self.target!r} is not one of the columns")
+        return self
+
+    def public_dict(self) -> dict:
+        """The schema as plain JSON-able data (it is public: it goes into every manifest)."""
+        return self.model_dump(mode="json")
+
+
+def load_schema(path: str | Path) -> Schema:
+    """Read and validate a schema file; raise `InputError` naming the key and the problem."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"{path}: schema file not found") from None
+    except (UnicodeDecodeError, yaml.YAMLError) as error:
+        raise InputError(f"{path}: not a readable YAML file ({type(error).__name__})") from None
+    if not isinstance(raw, dict):
+        raise InputError(
+            f"{path}: a schema must be a YAML mapping with keys dataset, budget, columns"
+        )
+    try:
+        return Schema.model_validate(raw)
+    except ValidationError as error:
+        raise InputError(f"{path}: invalid schema\n{_describe(error)}") from None
+
+
+def _describe(error: ValidationError) -> str:
+    lines = []
+    for problem in error.errors():
+        location = ".".join(str(part) for part in problem["loc"] if part not in _UNION_TAGS)
+        lines.append(f"  {location or '(top level)'}: {problem['msg']}")
+    return "\n".join(lines)
+
+
+_UNION_TAGS = {"continuous", "integer", "categorical"}
