@@ -169,3 +169,7 @@ def _run(function, *args, **kwargs):  # noqa: ANN001, ANN202
     except DPReleaseError as error:
         stderr.print(f"[bold red]error:[/bold red] {error}", highlight=False, soft_wrap=True)
         raise typer.Exit(error.exit_code) from None
+
+
+if __name__ == "__main__":
+    app()

@@ -33,6 +33,7 @@ from uuid import uuid4
 import numpy as np
 import pandas as pd
 
+from dprelease.diagnostics import normalised_weights
 from dprelease.privacy.accounting import Spend, compose
 from dprelease.privacy.ledger import LedgerEntry
 from dprelease.report import write_report
@@ -81,13 +82,18 @@ class ReleaseContent:
     release_id: str
     synthetic: pd.DataFrame
     log_weights: np.ndarray
-    weights: np.ndarray
+    smoothed_log_weights: np.ndarray
     ledger_entries: Sequence[LedgerEntry]
     release_spend: Spend
     cap: Spend
     schema: dict
     configuration: dict
     diagnostics: dict
+
+    @property
+    def weights(self) -> np.ndarray:
+        """Self-normalised (mean 1) Pareto-smoothed weights: the `weight` column."""
+        return normalised_weights(self.smoothed_log_weights)
 
 
 def write_release(content: ReleaseContent, out_dir: str | Path) -> Path:
@@ -101,7 +107,14 @@ def write_release(content: ReleaseContent, out_dir: str | Path) -> Path:
     partial.mkdir()
     try:
         manifest = _write_files(content, partial)
-        write_report(partial, manifest, content.synthetic, content.weights, content.log_weights)
+        write_report(
+            partial,
+            manifest,
+            content.synthetic,
+            content.weights,
+            content.log_weights,
+            content.smoothed_log_weights,
+        )
         manifest["files"] = _checksums(partial)
         (partial / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
         _fsync_tree(partial)

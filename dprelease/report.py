@@ -20,12 +20,18 @@ def write_report(
     manifest: dict,
     synthetic: pd.DataFrame,
     weights: np.ndarray,
-    log_weights: np.ndarray,
+    raw_log_weights: np.ndarray,
+    smoothed_log_weights: np.ndarray,
 ) -> None:
     """Write report.md (and its figure) into the release directory."""
-    _plot_weights(directory / FIGURE_WEIGHTS, weights, log_weights)
-    configuration = manifest["configuration"]
     diagnostics = manifest["diagnostics"]
+    _plot_weights(
+        directory / FIGURE_WEIGHTS,
+        raw_log_weights,
+        smoothed_log_weights,
+        int(diagnostics.get("tail_length") or 0),
+    )
+    configuration = manifest["configuration"]
     lines = [
         f"# Synthetic release `{manifest['release_id']}` of `{manifest['dataset']}`",
         "",
@@ -104,28 +110,29 @@ def _column_summary(synthetic: pd.DataFrame, weights: np.ndarray) -> str:
     return "\n".join(rows)
 
 
-def _plot_weights(path: Path, weights: np.ndarray, log_weights: np.ndarray) -> None:
+def _plot_weights(
+    path: Path, raw_log_weights: np.ndarray, smoothed_log_weights: np.ndarray, tail_length: int
+) -> None:
+    """Histogram of the released log weights and the upper tail, raw vs Pareto-smoothed."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    raw = np.sort(raw_log_weights)[::-1] - np.max(raw_log_weights)
+    smoothed = np.sort(smoothed_log_weights)[::-1] - np.max(raw_log_weights)
     figure, (left, right) = plt.subplots(1, 2, figsize=(10, 3.5))
-    left.hist(np.log(np.asarray(weights, dtype=float)), bins=60, color="tab:blue")
-    left.set_xlabel("log weight (smoothed, normalised)")
+    left.hist(smoothed, bins=60, color="tab:blue")
+    left.set_xlabel("log weight - max (smoothed)")
     left.set_ylabel("synthetic rows")
     left.set_title("Weight distribution")
-    raw = np.sort(np.asarray(log_weights, dtype=float) - np.max(log_weights))[::-1]
-    smoothed = np.sort(np.log(np.asarray(weights, dtype=float)))[::-1]
-    smoothed = smoothed - smoothed[0]
-    tail = max(5, int(np.ceil(min(0.2 * len(raw), 3 * np.sqrt(len(raw))))))
-    ranks = np.arange(1, min(tail, len(raw)) + 1)
+    ranks = np.arange(1, max(1, min(tail_length, len(raw))) + 1)
     right.plot(ranks, raw[: len(ranks)], "o", ms=3, label="raw")
     right.plot(ranks, smoothed[: len(ranks)], "-", label="Pareto-smoothed")
     right.set_xscale("log")
     right.set_xlabel("rank in the upper tail")
     right.set_ylabel("log weight - max")
-    right.set_title("Upper tail and its Pareto fit")
+    right.set_title(f"Upper tail ({tail_length} largest weights) and its Pareto fit")
     right.legend()
     figure.tight_layout()
     figure.savefig(path, dpi=100)

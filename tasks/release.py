@@ -12,12 +12,12 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from dprelease.diagnostics import PsisResult, normalised_weights, psis
 from prefect import task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
 from dprelease import weights as weight_methods
+from dprelease.diagnostics import PsisResult, psis
 from dprelease.planning import ReleaseConfig, ReleasePlan, plan_release
 from dprelease.privacy.accounting import PlannedSpend, Spend, compose
 from dprelease.privacy.ledger import Ledger
@@ -128,7 +128,7 @@ def write(
         release_id=release_id,
         synthetic=table,
         log_weights=log_weights,
-        weights=normalised_weights(diagnostics.log_weights),
+        smoothed_log_weights=diagnostics.log_weights,
         ledger_entries=entries,
         release_spend=compose(Spend(e.epsilon, e.delta) for e in entries if e.id in entry_ids),
         cap=release.cap,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -20,3 +22,14 @@ class SeededNoise(NoiseSource):
 def seeded_noise():
     """Factory: `seeded_noise(seed)` returns a reproducible noise source."""
     return SeededNoise
+
+
+@pytest.fixture(scope="session")
+def prefect_server():
+    """One temporary Prefect server for the whole session; yields its API URL."""
+    os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
+    from prefect.settings import PREFECT_API_URL
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=120):
+        yield PREFECT_API_URL.value()

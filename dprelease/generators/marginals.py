@@ -87,12 +87,15 @@ class IndependentMarginals(Generator):
             )
         ]
 
+    def cell_counts(self, real: np.ndarray) -> list[np.ndarray]:
+        """Exact counts of every public cell of every column (the mechanism's query)."""
+        return [_cell_counts(cells, real) for cells in self.cells]
+
     def _fit(self, real: np.ndarray, noise: NoiseSource) -> list[PlannedSpend]:
-        self.probabilities = []
-        for cells in self.cells:
-            counts = _cell_counts(cells, real)
-            noisy = counts + noise.laplace(self.scale, counts.shape)
-            self.probabilities.append(_normalise(np.clip(noisy, 0.0, None)))
+        self.probabilities = [
+            _normalise(np.clip(counts + noise.laplace(self.scale, counts.shape), 0.0, None))
+            for counts in self.cell_counts(real)
+        ]
         return self.planned_spends()
 
     def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:

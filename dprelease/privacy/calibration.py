@@ -16,6 +16,11 @@ from __future__ import annotations
 import math
 
 DPSGD_ACCOUNTANT = "rdp"
+# Opacus' default orders stop at 63, where small-epsilon, many-step runs still want larger
+# ones (Opacus then warns that the bound is loose); these orders extend them.
+RDP_ORDERS = tuple(
+    [1 + x / 10.0 for x in range(1, 100)] + list(range(12, 64)) + [80, 128, 256, 512, 1024]
+)
 
 
 def laplace_scale(l1_sensitivity: float, epsilon: float) -> float:
@@ -70,6 +75,7 @@ def dpsgd_noise_multiplier(
             steps=steps,
             accountant=DPSGD_ACCOUNTANT,
             epsilon_tolerance=relative_tolerance * epsilon,
+            alphas=RDP_ORDERS,
         )
     )
 
@@ -81,7 +87,7 @@ def dpsgd_epsilon(noise_multiplier: float, delta: float, sample_rate: float, ste
     _check_dpsgd(delta, sample_rate, steps)
     accountant = create_accountant(DPSGD_ACCOUNTANT)
     accountant.history = [(noise_multiplier, sample_rate, steps)]
-    return float(accountant.get_epsilon(delta=delta))
+    return float(accountant.get_epsilon(delta=delta, alphas=RDP_ORDERS))
 
 
 def _check_epsilon(epsilon: float) -> None:

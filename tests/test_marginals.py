@@ -1,0 +1,118 @@
+"""DP independent marginals: calibration, noise on every public cell, and utility."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dprelease.datasets import census_like
+from dprelease.encoding import Encoder, column_dtypes
+from dprelease.errors import InputError
+from dprelease.generators import make_generator
+from dprelease.generators.marginals import IndependentMarginals
+from dprelease.privacy.noise import NoiseSource
+from dprelease.schema import load_schema
+
+SCHEMA = load_schema(Path(__file__).parent.parent / "data" / "census.yaml")
+ENCODER = Encoder(SCHEMA)
+
+
+def encoded_census(n: int, seed: int) -> np.ndarray:
+    return ENCODER.encode(census_like(n, seed).astype(column_dtypes(SCHEMA)))
+
+
+class RecordingNoise(NoiseSource):
+    """Returns zero noise and records every request (to test which cells get noise)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.requests: list[tuple[str, float, tuple[int, ...]]] = []
+
+    def laplace(self, scale, size):  # noqa: ANN001, ANN201
+        shape = (size,) if isinstance(size, int) else tuple(size)
+        self.requests.append(("laplace", scale, shape))
+        return np.zeros(shape)
+
+
+def test_calibration_is_columns_over_epsilon():
+    generator = IndependentMarginals(ENCODER, epsilon=2.0)
+    (planned,) = generator.planned_spends()
+    assert planned.epsilon == 2.0 and planned.delta == 0.0
+    assert planned.params["l1_sensitivity"] == len(SCHEMA.columns) == 8
+    assert planned.params["laplace_scale"] == 8 / 2.0
+
+
+def test_public_cells_come_from_the_schema():
+    generator = IndependentMarginals(ENCODER, epsilon=1.0, bins=32)
+    cells = generator.config()["cells_per_column"]
+    # age has 74 integer values > 32 bins; education 21 values -> one cell each;
+    # capital_gain is nullable: 32 bins + missing; categoricals: their categories.
+    assert cells == {
+        "age": 32,
+        "education": 21,
+        "hours": 32,
+        "sex": 2,
+        "region": 4,
+        "wage": 32,
+        "capital_gain": 33,
+        "high_earner": 2,
+    }
+
+
+def test_every_cell_of_every_histogram_gets_noise_even_if_empty():
+    generator = IndependentMarginals(ENCODER, epsilon=1.0)
+    noise = RecordingNoise()
+    one_row = encoded_census(1, seed=0)  # almost every cell is empty
+    generator.fit(one_row, noise)
+    sizes = list(generator.config()["cells_per_column"].values())
+    assert [request[2] for request in noise.requests] == [(size,) for size in sizes]
+    assert {request[1] for request in noise.requests} == {generator.scale}
+
+
+def test_neighbouring_tables_differ_by_one_cell_per_column():
+    """The L1 sensitivity used for calibration (one cell per column) is attained, not exceeded."""
+    generator = IndependentMarginals(ENCODER, epsilon=1.0)
+    real = encoded_census(500, seed=4)
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        removed = rng.integers(len(real))
+        neighbour = np.delete(real, removed, axis=0)
+        full = np.concatenate(generator.cell_counts(real))
+        less = np.concatenate(generator.cell_counts(neighbour))
+        assert np.abs(full - less).sum() == generator.sensitivity
+
+
+def test_large_epsilon_recovers_every_marginal(seeded_noise):
+    real = encoded_census(20_000, seed=5)
+    generator = IndependentMarginals(ENCODER, epsilon=1000.0)
+    generator.fit(real, seeded_noise(1))
+    synthetic = generator.sample(20_000, np.random.default_rng(2))
+    real_table, synthetic_table = ENCODER.decode(real), ENCODER.decode(synthetic)
+    for name in ("sex", "region", "high_earner", "education"):
+        real_share = real_table[name].value_counts(normalize=True)
+        synthetic_share = synthetic_table[name].value_counts(normalize=True)
+        tvd = 0.5 * real_share.subtract(synthetic_share, fill_value=0).abs().sum()
+        assert tvd < 0.03, name
+    assert abs(synthetic_table["wage"].mean() / real_table["wage"].mean() - 1) < 0.03
+    assert abs(synthetic_table["capital_gain"].isna().mean() - 0.6) < 0.02
+
+
+def test_sampling_is_reproducible_given_a_seed_and_batched(seeded_noise):
+    generator = IndependentMarginals(ENCODER, epsilon=1.0)
+    generator.fit(encoded_census(300, seed=1), seeded_noise(0))
+    first = generator.sample(1000, np.random.default_rng(7), batch_rows=128)
+    second = generator.sample(1000, np.random.default_rng(7), batch_rows=128)
+    np.testing.assert_array_equal(first, second)
+    assert first.shape == (1000, ENCODER.width)
+    table = ENCODER.decode(first)
+    assert table["age"].between(17, 90).all()
+
+
+def test_fit_before_sample_and_registry_errors():
+    generator = IndependentMarginals(ENCODER, epsilon=1.0)
+    with pytest.raises(RuntimeError, match="fit before sampling"):
+        generator.sample(10, np.random.default_rng(0))
+    with pytest.raises(InputError, match="unknown generator 'gan9000'"):
+        make_generator("gan9000", ENCODER, 1.0, 0.0)
+    with pytest.raises(InputError, match="bins must be at least 1"):
+        make_generator("marginals", ENCODER, 1.0, 0.0, bins=0)

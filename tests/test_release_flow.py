@@ -1,0 +1,289 @@
+"""End to end through Prefect (one session-scoped temporary server) and the CLI."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from dprelease.cli import app
+from dprelease.datasets import census_like
+from dprelease.privacy.ledger import Ledger
+
+ROOT = Path(__file__).parent.parent
+N_REAL = 4321  # a row count that appears nowhere else in a release
+# Tests about the ledger must not depend on the random PSIS verdict of the weights.
+LENIENT = ("--allow-unreliable-weights",)
+
+pytestmark = pytest.mark.prefect
+
+
+@pytest.fixture(scope="module")
+def census_csv(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("input") / "census.csv"
+    census_like(N_REAL, seed=11).to_csv(path, index=False)
+    return path
+
+
+def schema_file(tmp_path: Path, epsilon_cap: float = 3.0, dataset: str = "census-test") -> Path:
+    schema = yaml.safe_load((ROOT / "data" / "census.yaml").read_text())
+    schema["budget"] = {"epsilon": epsilon_cap, "delta": 1e-5}
+    schema["dataset"] = dataset
+    schema["max_rows"] = 3000
+    path = tmp_path / "schema.yaml"
+    path.write_text(yaml.safe_dump(schema, sort_keys=False))
+    return path
+
+
+def invoke(*args: str):  # noqa: ANN201
+    return CliRunner().invoke(app, [str(a) for a in args], catch_exceptions=False)
+
+
+def release_args(input_path: Path, schema: Path, out: Path, *extra: str) -> list[str]:
+    return [
+        "release",
+        str(input_path),
+        "--schema",
+        str(schema),
+        "--epsilon",
+        "1.0",
+        "--delta",
+        "1e-6",
+        "--out",
+        str(out),
+        "--seed",
+        "3",
+        *extra,
+    ]
+
+
+def ledger_json(out: Path, dataset: str = "census-test") -> dict | None:
+    database = out / "ledger.sqlite"
+    if not database.exists():
+        return None
+    with Ledger(f"sqlite:///{database}") as ledger:
+        return ledger.summary(dataset) if ledger.cap(dataset) else None
+
+
+def test_release_end_to_end(prefect_server, census_csv, tmp_path):
+    out = tmp_path / "releases"
+    result = invoke(*release_args(census_csv, schema_file(tmp_path), out, *LENIENT))
+    assert result.exit_code == 0, result.output
+    release_dir = Path(result.stdout.strip().splitlines()[-1])
+    assert release_dir.parent == out / "census-test"
+    assert sorted(p.name for p in release_dir.iterdir()) == [
+        "diagnostics.json",
+        "ledger.parquet",
+        "manifest.json",
+        "report.md",
+        "synthetic.parquet",
+        "weights.png",
+    ]
+    table = pq.read_table(release_dir / "synthetic.parquet")
+    metadata = table.schema.metadata
+    assert metadata[b"dprelease.release_id"].decode() == release_dir.name
+    assert b"add/remove of one row" in metadata[b"dprelease.privacy_statement"]
+    frame = table.to_pandas()
+    assert list(frame.columns) == [
+        *yaml.safe_load((ROOT / "data" / "census.yaml").read_text())["columns"],
+        "weight",
+        "log_weight",
+    ]
+    assert len(frame) == 3000  # the schema's public max_rows, never the real count
+    assert str(frame["age"].dtype) == "int64" and str(frame["region"].dtype) == "category"
+    assert frame["weight"].mean() == pytest.approx(1.0, rel=1e-9)
+    assert np.isfinite(frame["log_weight"]).all()
+
+    manifest = json.loads((release_dir / "manifest.json").read_text())
+    for name, digest in manifest["files"].items():
+        assert hashlib.sha256((release_dir / name).read_bytes()).hexdigest() == digest
+    assert set(manifest["files"]) == {p.name for p in release_dir.iterdir()} - {"manifest.json"}
+    assert manifest["release_spend"]["epsilon"] <= 1.0 + 1e-12
+    assert manifest["configuration"]["weights"]["method"] == "beta_debiased"
+    assert manifest["configuration"]["generator"]["generator"] == "marginals"
+    assert "this release spent epsilon=" in manifest["privacy_statement"]
+    assert manifest["diagnostics"]["verdict"] in {"good", "ok", "unreliable"}
+
+    ledger = pq.read_table(release_dir / "ledger.parquet").to_pandas()
+    assert set(ledger["mechanism"]) == {"laplace-histograms", "weights:beta_debiased"}
+    assert (ledger["status"] == "spent").all()
+    assert (ledger["release_id"] == release_dir.name).all()
+
+    # Nothing computed on the real table without privacy: not even its row count.
+    for path in release_dir.iterdir():
+        if path.suffix in {".json", ".md"}:
+            assert str(N_REAL) not in path.read_text(), path.name
+
+
+def test_releases_accumulate_and_the_cap_refuses_before_reading(
+    prefect_server, census_csv, tmp_path
+):
+    out = tmp_path / "releases"
+    schema = schema_file(tmp_path, epsilon_cap=2.5)
+    for _ in range(2):
+        assert invoke(*release_args(census_csv, schema, out, *LENIENT)).exit_code == 0
+    before = ledger_json(out)
+    assert before["spent"]["epsilon"] == pytest.approx(2.0, abs=1e-9)
+    # The third release would pass the cap: it must stop before reading its input, so a
+    # path that does not exist yields exit 3 (budget), not exit 2 (missing file).
+    result = invoke(*release_args(tmp_path / "never-read.csv", schema, out))
+    assert result.exit_code == 3
+    assert "already spent" in result.stderr
+    assert ledger_json(out) == before
+    assert len(list((out / "census-test").iterdir())) == 2
+
+
+BAD_INPUTS = {
+    "unknown-category": (
+        lambda f: f.assign(region="atlantis"),
+        "not among the schema's categories",
+    ),
+    "missing-value": (lambda f: f.assign(sex=None), "does not mark it nullable"),
+    "wrong-type": (lambda f: f.assign(hours="many"), "not numbers"),
+    "extra-column": (lambda f: f.assign(ssn="x"), "columns not in the schema: ssn"),
+    "empty": (lambda f: f.iloc[:0], "has no rows"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INPUTS))
+def test_bad_input_exits_2_and_writes_nothing(prefect_server, census_csv, tmp_path, case):
+    edit, message = BAD_INPUTS[case]
+    bad = tmp_path / "bad.csv"
+    edit(pd.read_csv(census_csv)).to_csv(bad, index=False)
+    out = tmp_path / "releases"
+    result = invoke(*release_args(bad, schema_file(tmp_path), out))
+    assert result.exit_code == 2, result.output
+    assert message in result.stderr and str(bad) in result.stderr
+    assert ledger_json(out) is None
+    assert not (out / "census-test").exists()
+
+
+def test_non_utf8_input_exits_2(prefect_server, tmp_path):
+    bad = tmp_path / "latin1.csv"
+    bad.write_bytes("age,region\n30,m\xe9xico\n".encode("latin-1"))
+    out = tmp_path / "releases"
+    result = invoke(*release_args(bad, schema_file(tmp_path), out))
+    assert result.exit_code == 2 and "not UTF-8" in result.stderr
+    assert ledger_json(out) is None and not (out / "census-test").exists()
+
+
+def test_out_of_bounds_reject_exits_2(prefect_server, census_csv, tmp_path):
+    bad = tmp_path / "oob.csv"
+    pd.read_csv(census_csv).assign(age=150).to_csv(bad, index=False)
+    out = tmp_path / "releases"
+    result = invoke(*release_args(bad, schema_file(tmp_path), out, "--on-out-of-bounds", "reject"))
+    assert result.exit_code == 2 and "outside the schema's bounds" in result.stderr
+    assert ledger_json(out) is None
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--weights", "logreg"], "not differentially private"),
+        (["--weights", "mlp"], "not differentially private"),
+        (["--weights-fraction", "1.0"], "strictly between 0 and 1"),
+        (["--weights", "none", "--weights-fraction", "0.5"], "take no budget"),
+        (["--generator", "nope"], "unknown generator"),
+    ],
+)
+def test_refused_configurations_exit_2(prefect_server, census_csv, tmp_path, extra, message):
+    out = tmp_path / "releases"
+    result = invoke(*release_args(census_csv, schema_file(tmp_path), out, *extra))
+    assert result.exit_code == 2 and message in result.stderr
+    assert ledger_json(out) is None
+
+
+def test_ledger_show_json(prefect_server, census_csv, tmp_path):
+    out = tmp_path / "releases"
+    assert invoke(*release_args(census_csv, schema_file(tmp_path), out, *LENIENT)).exit_code == 0
+    result = invoke("ledger", "show", "census-test", "--json", "--out", out)
+    assert result.exit_code == 0
+    shown = json.loads(result.stdout)
+    assert set(shown) == {"dataset", "cap", "spent", "entries"}
+    assert shown["cap"] == {"epsilon": 3.0, "delta": 1e-5}
+    assert len(shown["entries"]) == 2
+    table = invoke("ledger", "show", "census-test", "--out", out)
+    assert "laplace-histograms" in table.stdout and "spent epsilon=" in table.stdout
+    assert invoke("ledger", "show", "other", "--out", out).exit_code == 2
+
+
+def test_concurrent_releases_publish_exactly_what_the_cap_admits(
+    prefect_server, census_csv, tmp_path
+):
+    """Four CLI processes at once against a cap that admits two releases."""
+    out = tmp_path / "releases"
+    schema = schema_file(tmp_path, epsilon_cap=2.0)
+    env = {**os.environ, "PREFECT_API_URL": prefect_server}
+    processes = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "dprelease.cli",
+                *release_args(census_csv, schema, out, *LENIENT),
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(4)
+    ]
+    codes = [process.wait(timeout=300) for process in processes]
+    assert sorted(codes) == [0, 0, 3, 3], [p.stderr.read()[-2000:] for p in processes]
+    summary = ledger_json(out)
+    assert summary["spent"]["epsilon"] <= 2.0 + 1e-12
+    assert len({entry["release_id"] for entry in summary["entries"]}) == 2
+    assert len(list((out / "census-test").iterdir())) == 2
+
+
+def test_unreliable_weights_exit_4_keep_the_spend_and_publish_nothing(
+    prefect_server, census_csv, tmp_path, monkeypatch
+):
+    import dprelease.weights as weight_methods
+
+    real_estimate = weight_methods.estimate
+
+    def heavy_tailed(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        estimate = real_estimate(*args, **kwargs)
+        rng = np.random.default_rng(0)
+        log_weights = 3.0 * rng.standard_cauchy(len(estimate.log_weights))
+        return dataclasses.replace(estimate, log_weights=log_weights)
+
+    monkeypatch.setattr(weight_methods, "estimate", heavy_tailed)
+    out = tmp_path / "releases"
+    schema = schema_file(tmp_path)
+    result = invoke(*release_args(census_csv, schema, out))
+    assert result.exit_code == 4
+    assert "the generator misses part of the real distribution" in result.stderr
+    assert ledger_json(out)["spent"]["epsilon"] == pytest.approx(1.0)
+    assert not (out / "census-test").exists() or not any((out / "census-test").iterdir())
+    published = invoke(*release_args(census_csv, schema, out, "--allow-unreliable-weights"))
+    assert published.exit_code == 0
+    manifest = json.loads((Path(published.stdout.strip()) / "manifest.json").read_text())
+    assert manifest["diagnostics"]["verdict"] == "unreliable"
+    assert manifest["configuration"]["release"]["allow_unreliable_weights"] is True
+    assert "unreliable" in (Path(published.stdout.strip()) / "report.md").read_text()
+
+
+def test_prefect_yaml_deployment_matches_the_flow():
+    from flows.release import release_flow
+
+    config = yaml.safe_load((ROOT / "prefect.yaml").read_text())
+    (deployment,) = config["deployments"]
+    path, name = deployment["entrypoint"].split(":")
+    assert (ROOT / path).exists() and name == release_flow.fn.__name__
+    assert deployment["work_pool"]["name"]
+    assert deployment["schedules"][0]["cron"]
+    release_flow.validate_parameters(deployment["parameters"])
