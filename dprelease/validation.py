@@ -30,7 +30,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from dprelease.encoding import column_dtypes
+from dprelease.encoding import Encoder, column_dtypes
 from dprelease.errors import InputError
 from dprelease.schema import CategoricalColumn, IntegerColumn, Schema
 
@@ -109,6 +109,13 @@ def load_validated(
     if problems:
         raise InputError("\n".join(problems))
     return ValidatedTable(clip_to_bounds(parsed, schema), outcomes)
+
+
+def decode_synthetic(encoder: Encoder, synthetic: np.ndarray) -> pd.DataFrame:
+    """Decode generator output to schema types and check it with the schema suite."""
+    table = encoder.decode(synthetic)
+    validate_synthetic(table, encoder.schema)
+    return table
 
 
 def validate_synthetic(table: pd.DataFrame, schema: Schema) -> tuple[ExpectationOutcome, ...]:

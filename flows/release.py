@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from prefect import flow
 
-from dprelease.errors import UnreliableWeightsError
 from dprelease.planning import DEFAULT_WEIGHTS, ReleaseConfig
 from dprelease.privacy.ledger import resolve_ledger_url
 from dprelease.privacy.noise import NoiseSource
@@ -71,16 +70,8 @@ def release_flow(
     del real
     actual = [*generator_spends, *release.actual_weights_spends(estimate)]
     steps.commit_spends(ledger, entry_ids, actual)
-    diagnostics = steps.diagnose(estimate.log_weights, temper)
-    if diagnostics.verdict == "unreliable" and not allow_unreliable_weights:
-        raise UnreliableWeightsError(
-            f"the importance weights are unreliable (PSIS k-hat {diagnostics.k_hat:.2f} above "
-            f"the threshold {diagnostics.threshold:.2f}): the generator misses part of the real "
-            "distribution. Nothing was published; the spend stays in the ledger. Try more "
-            "epsilon for the generator or another generator, or publish anyway with "
-            "--allow-unreliable-weights"
-        )
-    table = steps.decode_synthetic(release, synthetic)
+    diagnostics = steps.diagnose(release, estimate.log_weights)
+    table = steps.decode(release, synthetic)
     release_dir = steps.write(
         release,
         release_id,

@@ -17,14 +17,14 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
 from dprelease import weights as weight_methods
-from dprelease.diagnostics import PsisResult, psis
+from dprelease.diagnostics import PsisResult, diagnose_weights, require_reliable
 from dprelease.planning import ReleaseConfig, ReleasePlan, plan_release
 from dprelease.privacy.accounting import PlannedSpend, Spend, compose
 from dprelease.privacy.ledger import Ledger
 from dprelease.privacy.noise import NoiseSource
 from dprelease.release import ReleaseContent, write_release
 from dprelease.schema import load_schema
-from dprelease.validation import load_validated, validate_synthetic
+from dprelease.validation import decode_synthetic, load_validated
 
 NO_PERSISTENCE = {"persist_result": False, "cache_policy": NO_CACHE, "retries": 0}
 
@@ -96,15 +96,16 @@ def commit_spends(ledger_url: str, entry_ids: tuple[int, ...], actual: list[Plan
 
 
 @task(name="diagnose-weights", **NO_PERSISTENCE)
-def diagnose(log_weights: np.ndarray, temper: float) -> PsisResult:
-    return psis(temper * np.asarray(log_weights, dtype=float))
+def diagnose(release: ReleasePlan, log_weights: np.ndarray) -> PsisResult:
+    """PSIS of the (tempered) DP weights; refuses unreliable weights unless allowed (exit 4)."""
+    result = diagnose_weights(log_weights, release.config.temper)
+    require_reliable(result, release.config.allow_unreliable_weights)
+    return result
 
 
 @task(name="decode-and-validate-synthetic", **NO_PERSISTENCE)
-def decode_synthetic(release: ReleasePlan, synthetic: np.ndarray) -> pd.DataFrame:
-    table = release.encoder.decode(synthetic)
-    validate_synthetic(table, release.schema)
-    return table
+def decode(release: ReleasePlan, synthetic: np.ndarray) -> pd.DataFrame:
+    return decode_synthetic(release.encoder, synthetic)
 
 
 @task(name="write-release", **NO_PERSISTENCE)

@@ -266,7 +266,7 @@ def test_unreliable_weights_exit_4_keep_the_spend_and_publish_nothing(
     schema = schema_file(tmp_path)
     result = invoke(*release_args(census_csv, schema, out))
     assert result.exit_code == 4
-    assert "the generator misses part of the real distribution" in result.stderr
+    assert "because the generator misses part of the real distribution" in result.stderr
     assert ledger_json(out)["spent"]["epsilon"] == pytest.approx(1.0)
     assert not (out / "census-test").exists() or not any((out / "census-test").iterdir())
     published = invoke(*release_args(census_csv, schema, out, "--allow-unreliable-weights"))

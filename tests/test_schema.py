@@ -61,7 +61,11 @@ def test_bundled_schemas_load(name):
         ("  wage: {type: continuous, min: 5, max: 5}", "columns.wage", "must be smaller than max"),
         ("  wage: {type: number, min: 0, max: 1}", "columns.wage", "type"),
         ("  wage: {type: continuous, min: 0}", "columns.wage.max", "Field required"),
-        ("  smsa: {type: categorical, categories: [no, yes]}", "columns.smsa.categories", "quote it"),
+        (
+            "  smsa: {type: categorical, categories: [no, yes]}",
+            "columns.smsa.categories",
+            "quote it",
+        ),
         ("  smsa: {type: categorical, categories: [a, a]}", "columns.smsa.categories", "distinct"),
         ("  smsa: {type: categorical, categories: []}", "columns.smsa.categories", "at least 1"),
         ("  wage: {type: continuous, min: 0, max: 1, colour: red}", "columns.wage.colour", "Extra"),
@@ -75,7 +79,10 @@ def test_schema_errors_name_the_key(tmp_path, columns, key, message):
 
 
 def test_target_must_be_a_column(tmp_path):
-    text = BASE.replace("columns:", "target: nope\ncolumns:") + "  a: {type: integer, min: 0, max: 3}\n"
+    text = (
+        BASE.replace("columns:", "target: nope\ncolumns:")
+        + "  a: {type: integer, min: 0, max: 3}\n"
+    )
     with pytest.raises(InputError, match="target 'nope' is not one of the columns"):
         load_schema(write(tmp_path, text))
 
@@ -85,10 +92,14 @@ def test_target_must_be_a_column(tmp_path):
     [
         ("dataset: x\ncolumns:\n  a: {type: integer, min: 0, max: 1}\n", "budget: Field required"),
         (BASE.replace("cps1988", "../evil") + "  a: {type: integer, min: 0, max: 1}\n", "dataset:"),
-        (BASE.replace("epsilon: 6.0", "epsilon: -1") + "  a: {type: integer, min: 0, max: 1}\n",
-         "budget.epsilon:"),
-        (BASE.replace("delta: 1.0e-6", "delta: 1.5") + "  a: {type: integer, min: 0, max: 1}\n",
-         "budget.delta:"),
+        (
+            BASE.replace("epsilon: 6.0", "epsilon: -1") + "  a: {type: integer, min: 0, max: 1}\n",
+            "budget.epsilon:",
+        ),
+        (
+            BASE.replace("delta: 1.0e-6", "delta: 1.5") + "  a: {type: integer, min: 0, max: 1}\n",
+            "budget.delta:",
+        ),
         ("- just\n- a list\n", "must be a YAML mapping"),
         ("dataset: [unclosed\n", "not a readable YAML file"),
     ],

@@ -81,7 +81,12 @@ def test_out_of_bounds_rejected_on_request(census_csv, tmp_path):
 @pytest.mark.parametrize(
     ("edit", "column", "problem", "secret"),
     [
-        (set_value("region", "atlantis"), "region", "not among the schema's categories", "atlantis"),
+        (
+            set_value("region", "atlantis"),
+            "region",
+            "not among the schema's categories",
+            "atlantis",
+        ),
         (set_value("sex", ""), "sex", "does not mark it nullable", None),
         (set_value("wage", "lots"), "wage", "not numbers", "lots"),
         (set_value("age", "41.5"), "age", "not integers", "41.5"),

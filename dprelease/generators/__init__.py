@@ -5,10 +5,13 @@ from __future__ import annotations
 from dprelease.encoding import Encoder
 from dprelease.errors import InputError
 from dprelease.generators.base import Discriminator, Generator
+from dprelease.generators.gan import DPCGAN, DPGAN
 from dprelease.generators.marginals import IndependentMarginals
+from dprelease.generators.privbayes import PrivBayes
 
+# gan.py imports torch only inside methods: importing this package stays torch-free.
 GENERATORS: dict[str, type[Generator]] = {
-    IndependentMarginals.name: IndependentMarginals,
+    cls.name: cls for cls in (IndependentMarginals, DPGAN, DPCGAN, PrivBayes)
 }
 
 
