@@ -1,0 +1,39 @@
+"""Importance weights for DP synthetic data (Ghalebikesabi et al. 2022).
+
+`estimate(method, real, synthetic, *, epsilon, delta, noise, **options)` returns a
+`WeightEstimate` with one unnormalised log weight per synthetic row; `plan(...)` returns the
+public calibration before any data is read. Methods:
+
+- none: uniform weights.
+- logreg, mlp: non-private classifiers (benchmarks only; the release flow refuses them).
+- beta_noised: Ji & Elkan (2013), noise on logistic coefficients, biased (Proposition 1).
+- beta_debiased: the same noise, debiased with b(x) (Proposition 2). Default mechanism
+  "gaussian", default lam max(0.01, 4 (d + 1) / (n0 epsilon)) (evidence in
+  `dprelease.weights.logistic`).
+- weight_noised: noise on the log weights, E[exp(eta)] = 1 (supplement A.1).
+- dp_mlp: MLP trained with relaxed DP-SGD (section 3.4, corrected; Opacus).
+- discriminator: logit of a DP GAN discriminator, post-processing (section 3.5).
+
+Importing this package does not import torch, opacus or scikit-learn.
+"""
+
+from dprelease.weights.api import (
+    METHODS,
+    NON_PRIVATE_METHODS,
+    PRIVATE_METHODS,
+    estimate,
+    plan,
+)
+from dprelease.weights.base import WeightEstimate, self_normalise
+from dprelease.weights.free import Discriminator
+
+__all__ = [
+    "METHODS",
+    "NON_PRIVATE_METHODS",
+    "PRIVATE_METHODS",
+    "Discriminator",
+    "WeightEstimate",
+    "estimate",
+    "plan",
+    "self_normalise",
+]
