@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from dprelease.errors import DPReleaseError
+from dprelease.evaluation.harness import DEFAULT_WEIGHT_METHODS
 from dprelease.planning import DEFAULT_WEIGHTS
 
 app = typer.Typer(
@@ -125,6 +126,45 @@ def release(
         secure_noise=secure_noise,
     )
     stdout.print(release_dir, highlight=False, soft_wrap=True)
+
+
+def _csv(text: str, kind: type = str) -> list:
+    try:
+        return [kind(item.strip()) for item in text.split(",") if item.strip()]
+    except ValueError:
+        raise typer.BadParameter(f"expected comma-separated values, got {text!r}") from None
+
+
+@app.command()
+def evaluate(
+    input_path: Annotated[
+        Path, typer.Argument(metavar="INPUT", help="Real table (.csv or .parquet).")
+    ],
+    schema: Annotated[Path, typer.Option("--schema", help="Public schema (YAML).")],
+    test_fraction: Annotated[float, typer.Option("--test-fraction")] = 0.2,
+    generators: Annotated[str, typer.Option("--generators", help="Comma-separated.")] = "marginals",
+    weights: Annotated[
+        str, typer.Option("--weights", help="Comma-separated weight methods.")
+    ] = ",".join(DEFAULT_WEIGHT_METHODS),
+    epsilons: Annotated[str, typer.Option("--epsilons", help="Comma-separated.")] = "1,6",
+    seeds: Annotated[int, typer.Option("--seeds")] = 10,
+    out: Annotated[Path, typer.Option("--out", help="Evaluation directory.")] = Path("evaluations"),
+) -> None:
+    """Evaluate generators x weights x epsilons on a train/test split (not for publication)."""
+    from flows.evaluate import evaluation_flow
+
+    directory = _run(
+        evaluation_flow,
+        input_path=str(input_path),
+        schema_path=str(schema),
+        out_dir=str(out),
+        test_fraction=test_fraction,
+        generators=_csv(generators),
+        weights=_csv(weights),
+        epsilons=_csv(epsilons, float),
+        seeds=seeds,
+    )
+    stdout.print(directory, highlight=False, soft_wrap=True)
 
 
 @ledger_app.command("show")

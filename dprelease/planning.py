@@ -27,6 +27,7 @@ DEFAULT_N_SYNTHETIC = 10_000
 DEFAULT_WEIGHTS = "beta_debiased"
 DEFAULT_WEIGHTS_FRACTION = 0.2
 BUDGET_FREE_WEIGHTS = ("none", "discriminator")
+SYNTHETIC_CALIBRATED_WEIGHTS = "weight_noised"
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,7 @@ class ReleasePlan:
     encoder: Encoder
     generator: Generator
     n_synthetic: int
+    weights_fraction: float
     weights_budget: Spend
     weights_plan: dict
 
@@ -127,7 +129,7 @@ class ReleasePlan:
             | {"epsilon": self.generator.epsilon, "delta": self.generator.delta},
             "weights": {
                 "method": self.config.weights,
-                "fraction": self.config.weights_fraction,
+                "fraction": self.weights_fraction,
                 "epsilon": self.weights_budget.epsilon,
                 "delta": self.weights_budget.delta,
                 **self.weights_plan,
@@ -176,6 +178,7 @@ def plan_release(schema: Schema, config: ReleaseConfig) -> ReleasePlan:
         encoder=encoder,
         generator=generator,
         n_synthetic=n_synthetic,
+        weights_fraction=fraction,
         weights_budget=weights_budget,
         weights_plan=weights_plan,
     )
@@ -207,6 +210,14 @@ def _weights_fraction(config: ReleaseConfig) -> float:
 def _plan_weights(config: ReleaseConfig, budget: Spend, n_features: int, n_synthetic: int) -> dict:
     if config.weights in BUDGET_FREE_WEIGHTS:
         return {"mechanism": "none" if config.weights == "none" else "post-processing"}
+    if config.weights == SYNTHETIC_CALIBRATED_WEIGHTS:
+        # Its noise scale depends on the synthetic design matrix, a DP output that exists only
+        # after the generator ran; the reservation holds (epsilon, delta) and the commit the
+        # scale. A refusal of that scale comes after the generator's spend.
+        return {
+            "method": config.weights,
+            "calibration": "from the public synthetic design matrix, after sampling",
+        }
     return weight_methods.plan(
         config.weights,
         budget.epsilon,

@@ -123,7 +123,7 @@ def write(
     with Ledger(ledger_url) as ledger:
         entries = ledger.entries(release.schema.dataset, up_to_id=max(entry_ids))
     configuration = release.configuration()
-    configuration["weights"]["details"] = weights_details
+    configuration["weights"].update(weights_details)
     content = ReleaseContent(
         dataset=release.schema.dataset,
         release_id=release_id,

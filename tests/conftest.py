@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import os
+import sys
 
+import absl.logging
 import numpy as np
 import pytest
 
 from dprelease.privacy.noise import NoiseSource
+
+# absl (imported by dp-accounting) binds its log handler to whatever sys.stderr is at import
+# time; a test that first imports it under a temporary stream (pytest's or CliRunner's)
+# leaves a handler on a closed file. Bind it to the real stderr once, for the session.
+absl.logging.get_absl_handler().python_handler.stream = sys.__stderr__
 
 
 class SeededNoise(NoiseSource):

@@ -44,6 +44,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.pool import StaticPool
 
 from dprelease.errors import BudgetExceededError, InputError
 from dprelease.privacy.accounting import NEIGHBOURING, PlannedSpend, Spend, compose
@@ -289,7 +290,9 @@ def _make_engine(url: str) -> Engine:
         return create_engine(url, pool_pre_ping=True)
     if parsed.database and parsed.database != ":memory:":
         Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-    engine = create_engine(url, connect_args={"timeout": 120})
+        engine = create_engine(url, connect_args={"timeout": 120})
+    else:  # in memory (throwaway ledgers of evaluations): one shared connection
+        engine = create_engine(url, connect_args={"check_same_thread": False}, poolclass=StaticPool)
 
     @event.listens_for(engine, "connect")
     def _manual_transactions(dbapi_connection, _record) -> None:  # noqa: ANN001
@@ -315,6 +318,9 @@ def _iso(moment: datetime | None) -> str | None:
 
 
 LEDGER_URL_ENV = "DPRELEASE_LEDGER_URL"
+
+
+IN_MEMORY_URL = "sqlite://"
 
 
 def resolve_ledger_url(ledger_url: str | None, out_dir: str | Path) -> str:

@@ -1,0 +1,59 @@
+"""Prefect tasks of the evaluation flow: thin wrappers over `dprelease.evaluation`.
+
+All of them see real data (or metrics computed on it): no result persistence, no caching,
+no retries.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from prefect import task
+
+from dprelease.encoding import Encoder
+from dprelease.evaluation.harness import EvaluationGrid, evaluate_cell, split
+from dprelease.evaluation.outputs import check_output_directory, toy_figure, write_evaluation
+from dprelease.schema import Schema, load_schema
+from dprelease.validation import load_validated
+from tasks.release import NO_PERSISTENCE
+
+
+@task(name="check-evaluation-directory", **NO_PERSISTENCE)
+def check_directory(out_dir: str) -> None:
+    check_output_directory(out_dir)
+
+
+@task(name="load-and-split", **NO_PERSISTENCE)
+def load_split(
+    input_path: str, schema_path: str, test_fraction: float, split_seed: int
+) -> tuple[Schema, np.ndarray, np.ndarray]:
+    schema = load_schema(schema_path)
+    table = load_validated(input_path, schema).table
+    train, test = split(table, test_fraction, split_seed)
+    encoder = Encoder(schema)
+    return schema, encoder.encode(train), encoder.encode(test)
+
+
+@task(name="evaluate-cell", **NO_PERSISTENCE)
+def cell(
+    train: np.ndarray,
+    test: np.ndarray,
+    schema: Schema,
+    grid: EvaluationGrid,
+    generator: str,
+    epsilon: float,
+    seed: int,
+) -> list[dict]:
+    return evaluate_cell(train, test, schema, grid, generator, epsilon, seed)
+
+
+@task(name="write-evaluation", **NO_PERSISTENCE)
+def write(rows: list[dict], out_dir: str, grid: EvaluationGrid, toy: bool) -> str:
+    from dataclasses import asdict
+
+    out = write_evaluation(pd.DataFrame(rows), out_dir, asdict(grid))
+    if toy:
+        toy_figure(out, grid.weights, grid.epsilons[0])
+    return str(Path(out))

@@ -1,0 +1,153 @@
+"""Evaluation harness: metrics on hand-computed inputs, weights of 1, refusals, one tiny grid."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from dprelease.encoding import Encoder
+from dprelease.errors import InputError
+from dprelease.evaluation.harness import EvaluationGrid, evaluate_cell, split
+from dprelease.evaluation.metrics import Task, beta_mse, downstream, wasserstein
+from dprelease.evaluation.outputs import check_output_directory
+from dprelease.schema import load_schema
+from dprelease.validation import load_validated
+
+ROOT = Path(__file__).parent.parent
+RNG = np.random.default_rng(0)
+
+
+def test_wasserstein_hand_computed():
+    points = np.array([[0.0], [1.0]])
+    assert wasserstein(points, np.ones(2), points, rng=RNG) == pytest.approx(0.0)
+    assert wasserstein(points, np.ones(2), np.array([[0.0], [0.0]]), rng=RNG) == pytest.approx(0.5)
+    # weights 3:1 put mass 3/4 at 0; the real rows have 1/2 there: move 1/4 by distance 1.
+    assert wasserstein(points, np.array([3.0, 1.0]), points, rng=RNG) == pytest.approx(0.25)
+    # 2-D Euclidean ground cost: (0,0) -> (0.3, 0.4) is 0.5.
+    assert wasserstein(
+        np.array([[0.0, 0.0]]), np.ones(1), np.array([[0.3, 0.4]]), rng=RNG
+    ) == pytest.approx(0.5)
+
+
+def test_beta_mse_hand_computed_and_weights():
+    x = np.linspace(0, 1, 50)
+    task = Task("regression", slice(1, 2))
+    synthetic = np.column_stack([x, 1 + 2 * x])  # intercept 1, slope 2
+    real = np.column_stack([x, 3 * x])  # intercept 0, slope 3
+    assert beta_mse(synthetic, np.ones(50), real, task) == pytest.approx(1.0)
+    # Weighting that ignores the corrupted half recovers the real coefficients exactly.
+    mixed = np.vstack([real, np.column_stack([x, 1 + 2 * x])])
+    weights = np.r_[np.ones(50), np.zeros(50)]
+    assert beta_mse(mixed, weights, real, task) == pytest.approx(0.0, abs=1e-20)
+
+
+def test_weights_of_one_reproduce_the_unweighted_metrics():
+    import ot
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.neural_network import MLPClassifier
+
+    rng = np.random.default_rng(1)
+    features = rng.random((200, 3))
+    labels = (features[:, 0] + 0.3 * rng.random(200) > 0.6).astype(float)
+    synthetic = np.column_stack([features, 1 - labels, labels])
+    real_features = rng.random((100, 3))
+    real_labels = (real_features[:, 0] > 0.6).astype(float)
+    real = np.column_stack([real_features, 1 - real_labels, real_labels])
+    task = Task("classification", slice(3, 5))
+    ones = np.ones(200)
+    plain_wst = ot.emd2(
+        np.full(200, 1 / 200), np.full(100, 1 / 100), ot.dist(synthetic, real, metric="euclidean")
+    )
+    assert wasserstein(synthetic, ones, real, rng=RNG) == pytest.approx(plain_wst, rel=1e-12)
+    fitted = [
+        LogisticRegression(max_iter=2000).fit(f, y)
+        for f, y in ((features, labels), (real_features, real_labels))
+    ]
+    coefficients = [np.r_[m.intercept_, m.coef_.ravel()] for m in fitted]
+    expected = np.mean((coefficients[0] - coefficients[1]) ** 2)
+    assert beta_mse(synthetic, ones, real, task) == pytest.approx(expected, rel=1e-6)
+    from sklearn.metrics import roc_auc_score
+
+    model = MLPClassifier((32, 32), max_iter=300, random_state=4).fit(features, labels)
+    plain_auc = roc_auc_score(real_labels, model.predict_proba(real_features)[:, 1])
+    assert downstream(synthetic, ones, real, task, seed=4) == pytest.approx(plain_auc, rel=1e-9)
+
+
+def test_refuses_to_write_into_a_release_directory(tmp_path):
+    release = tmp_path / "releases" / "data" / "r1"
+    release.mkdir(parents=True)
+    (release / "manifest.json").write_text("{}")
+    with pytest.raises(InputError, match="refusing to write an evaluation into a release"):
+        check_output_directory(release)
+    with pytest.raises(InputError, match="refusing"):
+        check_output_directory(release / "evaluation")
+    (tmp_path / "releases" / "ledger.sqlite").write_text("")
+    with pytest.raises(InputError, match="ledger.sqlite"):
+        check_output_directory(tmp_path / "releases" / "evals")
+    assert check_output_directory(tmp_path / "evaluations") == (tmp_path / "evaluations").resolve()
+
+
+def test_split_is_disjoint_and_seeded():
+    table = pd.DataFrame({"a": range(100)})
+    train, test = split(table, 0.2, seed=3)
+    assert len(test) == 20 and len(train) == 80
+    assert set(train["a"]).isdisjoint(test["a"])
+    assert split(table, 0.2, seed=3)[1]["a"].tolist() == test["a"].tolist()
+
+
+def test_one_cell_on_breast_cancer():
+    schema = load_schema(ROOT / "data" / "breast_cancer.yaml")
+    table = load_validated(ROOT / "data" / "breast_cancer.csv", schema).table
+    train, test = split(table, 0.2)
+    encoder = Encoder(schema)
+    grid = EvaluationGrid(weights=("none", "logreg", "beta_debiased"), epsilons=(1.0,), seeds=1)
+    rows = evaluate_cell(
+        encoder.encode(train), encoder.encode(test), schema, grid, "marginals", 1.0, 0
+    )
+    assert [row["weights"] for row in rows] == ["none", "logreg", "beta_debiased"]
+    assert [row["private"] for row in rows] == [True, False, True]
+    for row in rows:
+        assert np.isfinite([row["wst"], row["beta_mse"], row["downstream"]]).all()
+        assert 0 < row["downstream"] <= 1 and row["downstream_metric"] == "roc_auc"
+    assert rows[0]["k_hat"] == -np.inf and rows[0]["ess_fraction"] == pytest.approx(1.0)
+
+
+@pytest.mark.prefect
+def test_evaluate_cli_writes_labelled_outputs(prefect_server, tmp_path):
+    from typer.testing import CliRunner
+
+    from dprelease.cli import app
+
+    out = tmp_path / "evaluations"
+    result = CliRunner().invoke(
+        app,
+        [
+            "evaluate",
+            str(ROOT / "data" / "breast_cancer.csv"),
+            "--schema",
+            str(ROOT / "data" / "breast_cancer.yaml"),
+            "--weights",
+            "none,beta_debiased",
+            "--epsilons",
+            "2",
+            "--seeds",
+            "2",
+            "--out",
+            str(out),
+        ],
+        catch_exceptions=False,
+    )
+    assert result.exit_code == 0, result.output
+    results = pq.read_table(out / "results.parquet")
+    assert b"not for publication" in results.schema.metadata[b"dprelease.notice"]
+    frame = results.to_pandas()
+    assert len(frame) == 2 * 2 and set(frame["weights"]) == {"none", "beta_debiased"}
+    summary = (out / "summary.md").read_text()
+    assert "not for publication" in summary and "**" in summary
+    assert "## marginals, epsilon = 2" in summary
+    assert (out / "figure1_toy.png").exists() and (out / "box_wst.png").exists()
+    assert not (tmp_path / "releases").exists()
