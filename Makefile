@@ -3,8 +3,9 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
+EVAL_GENERATORS ?= marginals,privbayes,dpgan
 
-.PHONY: install demo test lint bench clean
+.PHONY: install demo evaluate test bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,6 +20,11 @@ demo: $(STAMP)
 	$(BIN)/dprelease release data/breast_cancer.csv --schema data/breast_cancer.yaml \
 		--epsilon 1.0 --delta 1e-6 --out releases --seed 0
 	$(BIN)/dprelease ledger show breast-cancer --out releases
+
+# The paper's utility study on the bundled breast-cancer table (results in evaluations/).
+evaluate: $(STAMP)
+	$(BIN)/dprelease evaluate data/breast_cancer.csv --schema data/breast_cancer.yaml \
+		--generators $(EVAL_GENERATORS) --epsilons 1,6 --seeds 10 --out evaluations
 
 test: $(STAMP)
 	$(BIN)/ruff check .

@@ -14,7 +14,8 @@
   IW-MLE on the N_G weighted synthetic rows. With score g_i = grad log f(x_i; theta_hat) and
   Hessian H = (1/N) sum w_i grad^2 log f, the sandwich variances are
   V_IW = H^-1 (1/N sum w_i^2 g_i g_i^T) H^-1 and V_0 = H^-1 (1/N sum w_i g_i g_i^T) H^-1,
-  so N_e = N_G tr(V_0) / tr(V_IW). Uniform weights give N_e = N_G.
+  so N_e = N_G tr(V_0) / tr(V_IW), with the weights self-normalised to mean 1 (the
+  empirical E_D[.] of the supplement). Uniform weights give N_e = N_G.
 All of this post-processes a release: no privacy cost.
 """
 
@@ -100,6 +101,7 @@ def glm_effective_sample_size(
     """
     x = np.asarray(features, dtype=float)
     w = np.asarray(weights, dtype=float)
+    w = w / w.mean()  # E_D[f] ~ mean(w f) needs self-normalised weights (mean 1)
     eta = x @ np.asarray(coefficients, dtype=float)
     if family == "logistic":
         mean = 1.0 / (1.0 + np.exp(-eta))

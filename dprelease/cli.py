@@ -9,6 +9,7 @@ Prefect is imported only by the commands that run a flow, so `dprelease --help` 
 from __future__ import annotations
 
 import json
+import os
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -104,6 +105,7 @@ def release(
     ] = False,
 ) -> None:
     """Publish a DP synthetic release of INPUT and print where it is."""
+    _prepare_prefect()
     from flows.release import release_flow
 
     release_dir = _run(
@@ -151,6 +153,7 @@ def evaluate(
     out: Annotated[Path, typer.Option("--out", help="Evaluation directory.")] = Path("evaluations"),
 ) -> None:
     """Evaluate generators x weights x epsilons on a train/test split (not for publication)."""
+    _prepare_prefect()
     from flows.evaluate import evaluation_flow
 
     directory = _run(
@@ -200,6 +203,12 @@ def ledger_show(
         f"spent epsilon={spent['epsilon']:.6g} of {cap['epsilon']:.6g}, "
         f"delta={spent['delta']:.6g} of {cap['delta']:.6g}"
     )
+
+
+def _prepare_prefect() -> None:
+    """Give Prefect's temporary server time to start on a small, busy machine (its default
+    of 20 s is often too short on 2 cores); a user's own setting wins."""
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 
 
 def _run(function, *args, **kwargs):  # noqa: ANN001, ANN202

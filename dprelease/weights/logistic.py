@@ -47,7 +47,6 @@ composition (sum_i ||x_i|| <= N_G R). The noise grows with N_G: only usable for 
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -148,7 +147,6 @@ def fit_coefficients(real: np.ndarray, synthetic: np.ndarray, lam: float, n0: fl
     the same minimiser. Newton-Cholesky to a tight tolerance: the sensitivity bound is for the
     exact minimiser, and non-convergence is an error rather than a warning.
     """
-    from sklearn.exceptions import ConvergenceWarning
     from sklearn.linear_model import LogisticRegression
 
     x = augment(np.vstack([real, synthetic]))
@@ -160,12 +158,11 @@ def fit_coefficients(real: np.ndarray, synthetic: np.ndarray, lam: float, n0: fl
         tol=SOLVER_TOL,
         max_iter=SOLVER_MAX_ITER,
     )
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", ConvergenceWarning)
-        try:
-            model.fit(x, y)
-        except ConvergenceWarning as exc:
-            raise RuntimeError("the logistic-regression solver did not converge") from exc
+    # Convergence is checked on the iteration count, not by turning ConvergenceWarning into
+    # an error: warning filters are process-wide and would break other threads' fits.
+    model.fit(x, y)
+    if np.max(model.n_iter_) >= SOLVER_MAX_ITER:
+        raise RuntimeError("the logistic-regression solver did not converge")
     return model.coef_.ravel().astype(float)
 
 

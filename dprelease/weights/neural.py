@@ -53,6 +53,7 @@ import numpy as np
 
 from dprelease.privacy.calibration import (
     DPSGD_ACCOUNTANT,
+    RDP_ORDERS,
     dpsgd_epsilon,
     dpsgd_noise_multiplier,
 )
@@ -305,7 +306,7 @@ def _fit_dp_mlp(real, synthetic, plan: Plan, noise: NoiseSource) -> tuple[np.nda
     model.remove_hooks()
     if accountant.history != [(cal.noise_multiplier, cal.sample_rate, cal.steps)]:
         raise RuntimeError("Opacus ran a different mechanism than the one calibrated")
-    opacus_epsilon = float(accountant.get_epsilon(delta=cal.delta))
+    opacus_epsilon = float(accountant.get_epsilon(delta=cal.delta, alphas=RDP_ORDERS))
     if opacus_epsilon > plan.record["epsilon_target"]:
         raise RuntimeError("Opacus' accountant reports more than the target epsilon")
     extra = {
