@@ -1,0 +1,125 @@
+"""The discretised public domain of a schema column, shared by the histogram generators.
+
+Every column has a finite set of public cells (PRIVACY_MODEL.md section 2): its categories
+(plus "missing" for a nullable column), or, for a numeric column, bins with public edges
+(equal-width bins of the [0, 1]-scaled value; an integer column with at most `bins` values
+gets one bin per value), plus a "missing" cell when nullable. Nothing here reads bounds or
+categories from the data: the edges depend only on the schema and `bins`.
+
+`cell_index` maps each encoded row to its cell of a column (each row lies in exactly one cell
+of each column, which is what the histogram sensitivities count); `write_cells` maps cells
+back to encoded values (a numeric bin draws a value uniform in the bin). `marginal_tvd` is an
+evaluation metric for tests and benchmarks only; it reads the real table without privacy, so
+its output never goes into a release (PRIVACY_MODEL.md section 8).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import combinations
+
+import numpy as np
+
+from dprelease.encoding import EncodedColumn, Encoder
+from dprelease.schema import IntegerColumn
+
+
+@dataclass(frozen=True)
+class ColumnCells:
+    """The public cells of one column: bin edges (numeric) or levels (categorical)."""
+
+    column: EncodedColumn
+    edges: np.ndarray | None  # numeric: bin edges in [0, 1]; None for categorical
+    points: np.ndarray | None  # integer per-value bins: the exact scaled values
+
+    @property
+    def size(self) -> int:
+        if self.edges is None:
+            return self.column.width
+        return len(self.edges) - 1 + int(self.column.spec.nullable)
+
+
+def public_cells(column: EncodedColumn, bins: int) -> ColumnCells:
+    """The cells of a column from its schema spec and the public number of bins."""
+    if column.is_categorical:
+        return ColumnCells(column, None, None)
+    spec = column.spec
+    if isinstance(spec, IntegerColumn) and spec.max - spec.min + 1 <= bins:
+        span = spec.max - spec.min
+        points = np.arange(span + 1) / span
+        midpoints = (points[:-1] + points[1:]) / 2
+        return ColumnCells(column, np.concatenate([[0.0], midpoints, [1.0]]), points)
+    return ColumnCells(column, np.linspace(0.0, 1.0, bins + 1), None)
+
+
+def cell_index(cells: ColumnCells, encoded: np.ndarray) -> np.ndarray:
+    """The cell (0 .. size - 1) of every encoded row: exactly one cell per row."""
+    column = cells.column
+    if cells.edges is None:
+        return np.argmax(encoded[:, column.start : column.stop], axis=1)
+    n_bins = len(cells.edges) - 1
+    index = np.clip(
+        np.searchsorted(cells.edges, encoded[:, column.value_index], "right") - 1, 0, n_bins - 1
+    )
+    if column.missing_index is not None:
+        index = np.where(encoded[:, column.missing_index] > 0.5, n_bins, index)
+    return index
+
+
+def cell_counts(cells: ColumnCells, encoded: np.ndarray) -> np.ndarray:
+    """Counts of every public cell of a column, zeros included."""
+    return np.bincount(cell_index(cells, encoded), minlength=cells.size).astype(float)
+
+
+def write_cells(
+    out: np.ndarray, cells: ColumnCells, chosen: np.ndarray, rng: np.random.Generator
+) -> None:
+    """Write the encoded values of the chosen cells of one column into `out` (in place)."""
+    column = cells.column
+    n = len(chosen)
+    if cells.edges is None:
+        out[np.arange(n), column.start + chosen] = 1.0
+        return
+    n_bins = len(cells.edges) - 1
+    missing = chosen == n_bins
+    in_bin = np.minimum(chosen, n_bins - 1)
+    if cells.points is not None:
+        values = cells.points[in_bin]
+    else:
+        low, high = cells.edges[in_bin], cells.edges[in_bin + 1]
+        values = low + rng.random(n) * (high - low)
+    out[:, column.value_index] = np.where(missing, 0.0, values)
+    if column.missing_index is not None:
+        out[:, column.missing_index] = missing
+
+
+def normalise(weights: np.ndarray) -> np.ndarray:
+    """Weights divided by their sum; all-zero weights become uniform."""
+    total = weights.sum()
+    if total <= 0:
+        return np.full(weights.shape, 1.0 / weights.size)
+    return weights / total
+
+
+def marginal_tvd(
+    encoder: Encoder, real: np.ndarray, synthetic: np.ndarray, *, order: int = 1, bins: int = 16
+) -> dict[tuple[str, ...], float]:
+    """Total variation distance of every `order`-way marginal over the public cells.
+
+    TVD = 1/2 sum_cells |p_real - p_synthetic|. Evaluation only (tests, benchmarks).
+    """
+    cells = [public_cells(column, bins) for column in encoder.columns]
+    real_cells = [cell_index(c, real) for c in cells]
+    synthetic_cells = [cell_index(c, synthetic) for c in cells]
+    out = {}
+    for group in combinations(range(len(cells)), order):
+        shape = tuple(cells[i].size for i in group)
+        p = _joint_shares([real_cells[i] for i in group], shape)
+        q = _joint_shares([synthetic_cells[i] for i in group], shape)
+        out[tuple(cells[i].column.name for i in group)] = 0.5 * float(np.abs(p - q).sum())
+    return out
+
+
+def _joint_shares(indices: list[np.ndarray], shape: tuple[int, ...]) -> np.ndarray:
+    flat = np.ravel_multi_index(tuple(indices), shape)
+    return np.bincount(flat, minlength=int(np.prod(shape))) / len(flat)
