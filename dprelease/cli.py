@@ -106,7 +106,11 @@ def release(
 ) -> None:
     """Publish a DP synthetic release of INPUT and print where it is."""
     _prepare_prefect()
+    from dprelease.generators import GENERATORS
     from flows.release import release_flow
+
+    known = GENERATORS.get(generator)
+    progress = {"progress": True} if known is not None and known.shows_progress else {}
 
     release_dir = _run(
         release_flow,
@@ -126,6 +130,7 @@ def release(
         temper=temper,
         allow_unreliable_weights=allow_unreliable_weights,
         secure_noise=secure_noise,
+        generator_options=progress,
     )
     stdout.print(release_dir, highlight=False, soft_wrap=True)
 

@@ -26,6 +26,7 @@ from dprelease.generators import GENERATORS, make_generator
 from dprelease.generators import tabular_nets as nets
 from dprelease.generators.domain import marginal_tvd
 from dprelease.generators.gan import DPCGAN, DPGAN
+from dprelease.privacy import dpsgd as dpsgd_module
 from dprelease.privacy.accounting import compose
 from dprelease.privacy.calibration import dpsgd_epsilon, dpsgd_noise_multiplier
 from dprelease.schema import Schema, load_schema
@@ -48,9 +49,12 @@ def one_thread():
 def seeded_entropy(monkeypatch):
     """Replace the OS-entropy torch generators of DP-SGD by seeded ones (tests only)."""
     seeds = count(1000)
-    monkeypatch.setattr(
-        nets, "_entropy_generator", lambda: torch.Generator().manual_seed(next(seeds))
-    )
+
+    def seeded() -> torch.Generator:
+        return torch.Generator().manual_seed(next(seeds))
+
+    monkeypatch.setattr(nets, "entropy_generator", seeded)
+    monkeypatch.setattr(dpsgd_module, "entropy_generator", seeded)
 
 
 def encoded_census(n: int, seed: int) -> np.ndarray:

@@ -287,3 +287,44 @@ def test_prefect_yaml_deployment_matches_the_flow():
     assert deployment["work_pool"]["name"]
     assert deployment["schedules"][0]["cron"]
     release_flow.validate_parameters(deployment["parameters"])
+
+
+def test_privbayes_release_through_the_cli(prefect_server, census_csv, tmp_path):
+    out = tmp_path / "releases"
+    extra = ("--generator", "privbayes", *LENIENT)
+    result = invoke(*release_args(census_csv, schema_file(tmp_path), out, *extra))
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((Path(result.stdout.strip()) / "manifest.json").read_text())
+    assert manifest["configuration"]["generator"]["generator"] == "privbayes"
+    spends = manifest["release_spend"]
+    assert spends["epsilon"] == pytest.approx(1.0) and spends["delta"] <= 1e-6
+
+
+def test_dpgan_with_discriminator_weights_spends_only_the_generator(
+    prefect_server, census_csv, tmp_path
+):
+    from flows.release import release_flow
+
+    out = tmp_path / "releases"
+    release_dir = Path(
+        release_flow(
+            input_path=str(census_csv),
+            schema_path=str(schema_file(tmp_path)),
+            epsilon=1.0,
+            delta=1e-6,
+            out_dir=str(out),
+            generator="dpgan",
+            generator_options={"steps": 40},
+            weights="discriminator",
+            n_synthetic=500,
+            seed=1,
+            allow_unreliable_weights=True,
+        )
+    )
+    ledger = pq.read_table(release_dir / "ledger.parquet").to_pandas()
+    assert list(ledger["mechanism"].str.startswith("weights:")) == [False] * len(ledger)
+    (entry,) = [json.loads(p) for p in ledger["params"]]
+    assert entry["steps"] == 40 and entry["noise_multiplier"] > 0
+    assert 0.98 <= ledger["epsilon"].sum() <= 1.0
+    frame = pq.read_table(release_dir / "synthetic.parquet").to_pandas()
+    assert frame["log_weight"].std() > 0  # logit D(x) varies: the weights are not uniform

@@ -34,6 +34,8 @@ class Generator(ABC):
 
     name: ClassVar[str]
     has_discriminator: ClassVar[bool] = False
+    # Generators that train for many steps accept `progress=True` (a progress bar).
+    shows_progress: ClassVar[bool] = False
 
     def __init__(self, encoder: Encoder, epsilon: float, delta: float) -> None:
         if not epsilon > 0:

@@ -157,6 +157,7 @@ class DPGAN(Generator):
 
     name = "dpgan"
     has_discriminator = True
+    shows_progress = True
     label_fraction: float = 0.0
 
     def __init__(self, encoder: Encoder, epsilon: float, delta: float = 0.0, **options: Any):

@@ -35,7 +35,6 @@ D(x) = sigmoid(logit) = P(real | x).
 from __future__ import annotations
 
 import copy
-import secrets
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -47,7 +46,7 @@ from torch import nn
 
 from dprelease.encoding import EncodedColumn, Encoder
 from dprelease.generators.domain import ColumnCells, cell_index, public_cells
-from dprelease.privacy.calibration import RDP_ORDERS
+from dprelease.privacy.dpsgd import entropy_generator, private_training
 
 ADAM_BETAS = (0.5, 0.9)
 GUMBEL_TEMPERATURE = 0.5  # of the straight-through gradient only; samples do not depend on it
@@ -222,22 +221,6 @@ class DPSGDPlan:
     label: str
 
 
-class _StepCounter:
-    """Step hook of the DPOptimizer: feeds the accountant and counts private steps."""
-
-    def __init__(self, account: Callable[[Any], None]) -> None:
-        self.account = account
-        self.steps = 0
-
-    def __call__(self, optimizer: Any) -> None:
-        self.account(optimizer)
-        self.steps += 1
-
-
-def _entropy_generator() -> torch.Generator:
-    return torch.Generator().manual_seed(secrets.randbits(63))
-
-
 class _MovingAverage:
     """Exponential moving average of G's weights, decay_t = min(decay, (1 + t) / (10 + t))."""
 
@@ -269,38 +252,29 @@ def train_dpsgd(
     trajectory) and the accountant's record. Raises if Opacus ran any other mechanism than the
     calibrated (sigma, q, T) or the number of private steps differs from T.
     """
-    from opacus import GradSampleModule
-    from opacus.accountants import RDPAccountant
-    from opacus.data_loader import DPDataLoader
-    from opacus.optimizers import DPOptimizer
     from opacus.validators import ModuleValidator
     from torch.utils.data import TensorDataset
     from tqdm import tqdm
 
     ModuleValidator.validate(discriminator, strict=True)
-    loader = DPDataLoader(
+    training = private_training(
+        discriminator,
         TensorDataset(torch.from_numpy(real_features)),
         sample_rate=plan.sample_rate,
-        generator=_entropy_generator(),
-    )
-    d_model = GradSampleModule(discriminator, loss_reduction="sum")
-    d_optimizer = DPOptimizer(
-        torch.optim.Adam(d_model.parameters(), lr=plan.learning_rate_d, betas=ADAM_BETAS),
         noise_multiplier=plan.noise_multiplier,
         max_grad_norm=plan.max_grad_norm,
         expected_batch_size=2 * plan.batch_size,
-        loss_reduction="mean",
-        generator=_entropy_generator(),
-        secure_mode=plan.secure,
+        make_optimizer=lambda parameters: torch.optim.Adam(
+            parameters, lr=plan.learning_rate_d, betas=ADAM_BETAS
+        ),
+        secure=plan.secure,
     )
-    accountant = RDPAccountant()
-    counter = _StepCounter(accountant.get_optimizer_hook_fn(sample_rate=plan.sample_rate))
-    d_optimizer.attach_step_hook(counter)
+    loader, d_model, d_optimizer = training.loader, training.model, training.optimizer
     g_optimizer = torch.optim.Adam(
         generator.parameters(), lr=plan.learning_rate_g, betas=ADAM_BETAS
     )
     average = _MovingAverage(generator, plan.average_decay)
-    fakes = _entropy_generator()
+    fakes = entropy_generator()
     bce_sum = nn.BCEWithLogitsLoss(reduction="sum")
     bce_mean = nn.BCEWithLogitsLoss()
     n_fake = plan.batch_size
@@ -337,13 +311,11 @@ def train_dpsgd(
         torch.set_num_threads(threads)
         d_optimizer.zero_grad(set_to_none=True)
         d_model.remove_hooks()
-    expected = [(plan.noise_multiplier, plan.sample_rate, plan.steps)]
-    if accountant.history != expected or counter.steps != plan.steps:
-        raise RuntimeError("Opacus ran a different mechanism than the one calibrated")
     record = {
-        "private_steps": counter.steps,
-        "opacus_history": [list(entry) for entry in accountant.history],
-        "opacus_epsilon": float(accountant.get_epsilon(delta=plan.delta, alphas=list(RDP_ORDERS))),
+        **training.record(),
+        "opacus_epsilon": training.verify(
+            plan.noise_multiplier, plan.sample_rate, plan.steps, plan.delta
+        ),
         "secure_noise": plan.secure,
     }
     return average.average.eval(), record

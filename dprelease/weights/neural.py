@@ -53,10 +53,10 @@ import numpy as np
 
 from dprelease.privacy.calibration import (
     DPSGD_ACCOUNTANT,
-    RDP_ORDERS,
     dpsgd_epsilon,
     dpsgd_noise_multiplier,
 )
+from dprelease.privacy.dpsgd import private_training
 from dprelease.privacy.noise import NoiseSource
 from dprelease.weights.base import (
     MethodSpec,
@@ -145,12 +145,6 @@ def _network(n_features: int, hidden: tuple[int, ...], seed: int) -> torch.nn.Mo
             width = h
         layers.append(nn.Linear(width, 1))
     return nn.Sequential(*layers)
-
-
-def _entropy_generator() -> torch.Generator:
-    import torch
-
-    return torch.Generator().manual_seed(secrets.randbits(64))
 
 
 def _tensors(real: np.ndarray, synthetic: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
@@ -273,49 +267,31 @@ def _plan_dp_mlp(req: PlanRequest) -> Plan:
 
 def _fit_dp_mlp(real, synthetic, plan: Plan, noise: NoiseSource) -> tuple[np.ndarray, dict]:
     import torch
-    from opacus import GradSampleModule
-    from opacus.accountants import RDPAccountant
-    from opacus.data_loader import DPDataLoader
-    from opacus.optimizers import DPOptimizer
     from torch.utils.data import TensorDataset
 
     s, cal = plan.settings
     net = _network(synthetic.shape[1], s.hidden, s.init_seed())
-    loader = DPDataLoader(
+    training = private_training(
+        net,
         TensorDataset(*_tensors(real, synthetic)),
         sample_rate=cal.sample_rate,
-        generator=_entropy_generator(),
-    )
-    model = GradSampleModule(net, loss_reduction="sum")
-    optimizer = DPOptimizer(
-        torch.optim.Adam(model.parameters(), lr=s.learning_rate),
         noise_multiplier=cal.noise_multiplier,
         max_grad_norm=s.max_grad_norm,
         expected_batch_size=s.batch_size,
-        loss_reduction="mean",
-        generator=_entropy_generator(),
-        secure_mode=noise.secure,
+        make_optimizer=lambda parameters: torch.optim.Adam(parameters, lr=s.learning_rate),
+        secure=noise.secure,
     )
-    accountant = RDPAccountant()
-    account = accountant.get_optimizer_hook_fn(sample_rate=loader.sample_rate)
-    optimizer.attach_step_hook(account)
     with warnings.catch_warnings():
         # torch warns that Opacus' backward hooks fire on a network without input gradients.
         warnings.filterwarnings("ignore", message="Full backward hook is firing")
-        _train(model, optimizer, lambda: loader, cal.steps, "sum")
-    model.remove_hooks()
-    if accountant.history != [(cal.noise_multiplier, cal.sample_rate, cal.steps)]:
-        raise RuntimeError("Opacus ran a different mechanism than the one calibrated")
-    opacus_epsilon = float(accountant.get_epsilon(delta=cal.delta, alphas=RDP_ORDERS))
+        _train(training.model, training.optimizer, lambda: training.loader, cal.steps, "sum")
+    training.model.remove_hooks()
+    opacus_epsilon = training.verify(cal.noise_multiplier, cal.sample_rate, cal.steps, cal.delta)
     if opacus_epsilon > plan.record["epsilon_target"]:
         raise RuntimeError("Opacus' accountant reports more than the target epsilon")
     extra = {
-        "opacus_history": [list(entry) for entry in accountant.history],
+        **training.record(),
         "opacus_epsilon": opacus_epsilon,
-        "opacus_noise_multiplier": float(optimizer.noise_multiplier),
-        "opacus_max_grad_norm": float(optimizer.max_grad_norm),
-        "opacus_expected_batch_size": int(optimizer.expected_batch_size),
-        "opacus_sample_rate": float(loader.sample_rate),
         "secure_noise": bool(noise.secure),
     }
     return _log_weights(net, synthetic), extra
