@@ -34,6 +34,8 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/release.py
 	$(BIN)/python benchmarks/psis.py
 	$(BIN)/python benchmarks/weights.py
+	$(BIN)/python benchmarks/generators.py
+	$(BIN)/python benchmarks/weights_fraction.py
 
 clean:
 	rm -rf releases evaluations .pytest_cache
