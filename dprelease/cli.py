@@ -212,8 +212,10 @@ def ledger_show(
 
 def _prepare_prefect() -> None:
     """Give Prefect's temporary server time to start on a small, busy machine (its default
-    of 20 s is often too short on 2 cores); a user's own setting wins."""
+    of 20 s is often too short on 2 cores) and keep it from phoning home; a user's own
+    settings win."""
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 
 
 def _run(function, *args, **kwargs):  # noqa: ANN001, ANN202
