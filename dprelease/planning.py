@@ -33,6 +33,11 @@ BUDGET_FREE_WEIGHTS = ("none", "discriminator")
 SYNTHETIC_CALIBRATED_WEIGHTS = "weight_noised"
 
 
+def weights_mechanism(method: str) -> str:
+    """The ledger's mechanism name of a weight method's spend."""
+    return f"weights:{method}"
+
+
 @dataclass(frozen=True)
 class ReleaseConfig:
     """Everything a curator chooses for one release; all of it public."""
@@ -75,7 +80,7 @@ class ReleasePlan:
         if self.weights_budget.epsilon == 0:
             return None
         return PlannedSpend(
-            mechanism=f"weights:{self.config.weights}",
+            mechanism=weights_mechanism(self.config.weights),
             epsilon=self.weights_budget.epsilon,
             delta=self.weights_budget.delta,
             params={"component": "weights", **self.weights_plan},

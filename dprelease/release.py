@@ -26,6 +26,7 @@ import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cached_property
 from importlib import metadata
 from pathlib import Path
 from uuid import uuid4
@@ -90,9 +91,10 @@ class ReleaseContent:
     configuration: dict
     diagnostics: dict
 
-    @property
+    @cached_property
     def weights(self) -> np.ndarray:
-        """Self-normalised (mean 1) Pareto-smoothed weights: the `weight` column."""
+        """Self-normalised (mean 1) Pareto-smoothed weights: the `weight` column (computed
+        once; the parquet file and the report both use it)."""
         return normalised_weights(self.smoothed_log_weights)
 
 

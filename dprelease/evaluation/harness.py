@@ -25,7 +25,11 @@ from dprelease.diagnostics import normalised_weights, psis
 from dprelease.encoding import Encoder
 from dprelease.evaluation.metrics import Task, beta_mse, downstream, wasserstein
 from dprelease.generators import make_generator
-from dprelease.planning import DEFAULT_N_SYNTHETIC, DEFAULT_WEIGHTS_FRACTION
+from dprelease.planning import (
+    DEFAULT_N_SYNTHETIC,
+    DEFAULT_WEIGHTS_FRACTION,
+    weights_mechanism,
+)
 from dprelease.privacy.accounting import PlannedSpend, Spend, compose
 from dprelease.privacy.ledger import IN_MEMORY_URL, Ledger
 from dprelease.privacy.noise import NoiseSource
@@ -108,7 +112,7 @@ def evaluate_cell(
     methods = [m for m in grid.weights if m != "discriminator" or generator.has_discriminator]
     weights_budget = Spend(fraction * epsilon, fraction * grid.delta)
     planned = list(generator.planned_spends()) + [
-        PlannedSpend(f"weights:{m}", weights_budget.epsilon, weights_budget.delta)
+        PlannedSpend(weights_mechanism(m), weights_budget.epsilon, weights_budget.delta)
         for m in methods
         if m in weight_methods.PRIVATE_METHODS
     ]
@@ -142,7 +146,7 @@ def evaluate_cell(
             weights_seconds = time.perf_counter() - started
             if private:
                 spend = PlannedSpend(
-                    f"weights:{method}", estimate.epsilon_spent, estimate.delta_spent
+                    weights_mechanism(method), estimate.epsilon_spent, estimate.delta_spent
                 )
                 ledger.commit(next(entry_ids), spend)
             diagnostics = psis(estimate.log_weights)
