@@ -15,11 +15,16 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-# A real release of the bundled breast-cancer table into releases/ (epsilon 1 of its cap 10).
-demo: $(STAMP)
+# The census-like demo table of the Prefect deployment (generated: a known model, 30k rows).
+data/census.csv: $(STAMP) data/make_demo_tables.py
+	$(BIN)/python data/make_demo_tables.py
+
+# A real release of the bundled breast-cancer table into releases/ (epsilon 1 of its cap 10),
+# with every default; the ledger is the per-user default ($$DPRELEASE_HOME to move it).
+demo: $(STAMP) data/census.csv
 	$(BIN)/dprelease release data/breast_cancer.csv --schema data/breast_cancer.yaml \
-		--epsilon 1.0 --delta 1e-6 --out releases --seed 0
-	$(BIN)/dprelease ledger show breast-cancer --out releases
+		--epsilon 1.0 --out releases --seed 0
+	$(BIN)/dprelease ledger show breast-cancer
 
 # The paper's utility study on the bundled breast-cancer table (results in evaluations/).
 evaluate: $(STAMP)
@@ -36,6 +41,13 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/weights.py
 	$(BIN)/python benchmarks/generators.py
 	$(BIN)/python benchmarks/weights_fraction.py
+	$(BIN)/python benchmarks/cli_latency.py
+	$(BIN)/python benchmarks/accounting.py
+	$(BIN)/python benchmarks/adaptive_truncation.py
+	$(BIN)/python benchmarks/abcdp.py
+	$(BIN)/python benchmarks/scale.py
+	$(BIN)/python benchmarks/utility.py
+	$(BIN)/python benchmarks/gan_discriminator_weights.py
 
 clean:
 	rm -rf releases evaluations .pytest_cache

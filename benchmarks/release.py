@@ -22,8 +22,9 @@ from dprelease.diagnostics import psis
 from dprelease.planning import ReleaseConfig, plan_release
 from dprelease.privacy.ledger import Ledger
 from dprelease.privacy.noise import NoiseSource
-from dprelease.release import ReleaseContent, new_release_id, write_release
+from dprelease.release import new_release_id, write_release
 from dprelease.schema import load_schema
+from dprelease.synthetic_release import synthetic_bundle
 from dprelease.validation import decode_synthetic, load_validated, read_table
 
 ROOT = Path(__file__).parent.parent
@@ -80,22 +81,23 @@ def main() -> None:
         ):
             ledger.commit(entry, spend)
         entries = ledger.entries(schema.dataset)
+        cap = ledger.cap(schema.dataset)
     diagnostics = timed("psis", psis, estimate.log_weights)
     table = timed("decode+validate synthetic", decode_synthetic, plan.encoder, synthetic)
-    content = ReleaseContent(
+    bundle = synthetic_bundle(
         dataset=schema.dataset,
         release_id=release_id,
         synthetic=table,
         log_weights=estimate.log_weights,
         smoothed_log_weights=diagnostics.log_weights,
         ledger_entries=entries,
-        release_spend=plan.total,
-        cap=plan.cap,
+        release_entry_ids=ids,
+        cap=cap,
         schema=schema.public_dict(),
         configuration=plan.configuration(),
         diagnostics=diagnostics.to_dict(),
     )
-    timed("write", write_release, content, work / "releases")
+    timed("write", write_release, bundle, work / "releases")
     library_total = sum(v for k, v in times.items() if k != "load")
 
     os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"

@@ -1,36 +1,81 @@
 """The `dprelease` command line (typer + rich).
 
-Exit codes: 0 success, 2 bad input or configuration, 3 the privacy cap refuses the run,
-4 the weights are unreliable and nothing was published (see README).
-Prefect is imported only by the commands that run a flow, so `dprelease --help` and
-`dprelease ledger show` stay fast.
+Everything that can be checked without reading the data (arguments, schema, the budget cap,
+the input file's existence, type, encoding and header) is checked here, before Prefect is
+imported and its temporary server started, so those errors come back in about the time of
+`dprelease ledger show`. Expected errors print one `error:` line and exit with their code
+(see `dprelease.cli_support`); `--verbose` shows Prefect's run log and tracebacks.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from dprelease.errors import DPReleaseError
+from dprelease.cli_infer import infer_app
+from dprelease.cli_support import (
+    EXIT_CODES_HELP,
+    DropExtraColumnsOption,
+    InputArgument,
+    InvalidRows,
+    InvalidRowsOption,
+    LedgerOption,
+    OutOption,
+    SchemaOption,
+    VerboseOption,
+    check_before_run,
+    claim_root_logger,
+    expected_errors,
+    preflight_table,
+    run_flow,
+    stderr,
+    stdout,
+)
 from dprelease.evaluation.harness import DEFAULT_WEIGHT_METHODS
-from dprelease.planning import DEFAULT_WEIGHTS
+from dprelease.generators import GENERATORS
+from dprelease.planning import (
+    DEFAULT_GENERATOR,
+    DEFAULT_N_SYNTHETIC,
+    DEFAULT_WEIGHTS,
+    DEFAULT_WEIGHTS_FRACTION,
+    ReleaseConfig,
+    plan_release,
+)
+from dprelease.privacy.ledger import Ledger, resolve_ledger_url
+from dprelease.privacy.ledger_view import ledger_summary_lines
+from dprelease.verify_cli import VERIFY_EXIT_CODES, verify_command
+from dprelease.weights import NON_PRIVATE_METHODS, PRIVATE_METHODS
+
+NSyntheticOption = Annotated[
+    int | None,
+    typer.Option(
+        "--n-synthetic",
+        help=f"Synthetic rows (default: the schema's max_rows, at least {DEFAULT_N_SYNTHETIC})",
+        show_default=False,
+    ),
+]
 
 app = typer.Typer(
-    help="Differentially private synthetic releases with debiased importance weights.",
+    help="Differentially private synthetic releases with debiased importance weights, PSIS "
+    "diagnostics and a persistent privacy-budget ledger. " + EXIT_CODES_HELP,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
 ledger_app = typer.Typer(help="Inspect the privacy-budget ledger.", no_args_is_help=True)
 app.add_typer(ledger_app, name="ledger")
-stdout = Console()
-stderr = Console(stderr=True)
+app.callback()(claim_root_logger)
+app.add_typer(infer_app, name="infer")
+app.command("verify", epilog=VERIFY_EXIT_CODES)(verify_command)
+
+RELEASE_WEIGHTS = [m for m in PRIVATE_METHODS if m not in NON_PRIVATE_METHODS] + [
+    "none",
+    "discriminator",
+]
 
 
 class OutOfBounds(StrEnum):
@@ -38,41 +83,52 @@ class OutOfBounds(StrEnum):
     reject = "reject"
 
 
-LedgerOption = Annotated[
-    str | None,
-    typer.Option(
-        "--ledger",
-        help="SQLAlchemy URL of the ledger [default: $DPRELEASE_LEDGER_URL, else "
-        "sqlite:///OUT/ledger.sqlite]",
-    ),
-]
-OutOption = Annotated[Path, typer.Option("--out", help="Directory of the releases.")]
 
 
-@app.command()
+@app.command(epilog=EXIT_CODES_HELP)
 def release(
-    input_path: Annotated[
-        Path, typer.Argument(metavar="INPUT", help="Real table (.csv or .parquet).")
-    ],
-    schema: Annotated[Path, typer.Option("--schema", help="Public schema (YAML).")],
+    input_path: InputArgument,
+    schema: SchemaOption,
     epsilon: Annotated[float, typer.Option("--epsilon", help="Epsilon this release spends.")],
-    delta: Annotated[float, typer.Option("--delta", help="Delta this release spends.")] = 0.0,
-    out: OutOption = Path("releases"),
-    generator: Annotated[
-        str, typer.Option("--generator", help="Synthetic-data generator.")
-    ] = "marginals",
-    n_synthetic: Annotated[
-        int | None,
+    delta: Annotated[
+        float | None,
         typer.Option(
-            "--n-synthetic", help="Synthetic rows [default: schema max_rows, else 10000]."
+            "--delta",
+            help="Delta this release spends (default: the cap's delta x epsilon / the cap's "
+            "epsilon; 0 for a pure-epsilon cap)",
+            show_default=False,
         ),
     ] = None,
+    out: OutOption = Path("releases"),
+    generator: Annotated[
+        str | None,
+        typer.Option(
+            "--generator",
+            help=f"Synthetic-data generator: {', '.join(GENERATORS)} (default: "
+            f"{DEFAULT_GENERATOR}). marginals with calibration, logistic or no weights "
+            "streams the input in chunks (bounded memory); the other generators and weights "
+            "load the whole table into memory.",
+            show_default=False,
+        ),
+    ] = None,
+    n_synthetic: NSyntheticOption = None,
     weights: Annotated[
-        str, typer.Option("--weights", help="Importance-weight method.")
-    ] = DEFAULT_WEIGHTS,
+        str | None,
+        typer.Option(
+            "--weights",
+            help=f"Importance weights: {', '.join(RELEASE_WEIGHTS)} (default: "
+            f"{DEFAULT_WEIGHTS})",
+            show_default=False,
+        ),
+    ] = None,
     weights_fraction: Annotated[
         float | None,
-        typer.Option("--weights-fraction", help="Share of epsilon and delta for the weights."),
+        typer.Option(
+            "--weights-fraction",
+            help="Share of epsilon and delta for the weights (default: "
+            f"{DEFAULT_WEIGHTS_FRACTION}; 0 for none and discriminator)",
+            show_default=False,
+        ),
     ] = None,
     ledger: LedgerOption = None,
     seed: Annotated[
@@ -85,9 +141,8 @@ def release(
         OutOfBounds,
         typer.Option("--on-out-of-bounds", help="Clip or reject numbers outside the bounds."),
     ] = OutOfBounds.clip,
-    drop_extra_columns: Annotated[
-        bool, typer.Option("--drop-extra-columns", help="Ignore input columns not in the schema.")
-    ] = False,
+    on_invalid_rows: InvalidRowsOption = InvalidRows.refuse,
+    drop_extra_columns: DropExtraColumnsOption = False,
     temper: Annotated[
         float,
         typer.Option(
@@ -101,36 +156,69 @@ def release(
         ),
     ] = False,
     secure_noise: Annotated[
-        bool, typer.Option("--secure-noise", help="Draw DP noise with OpenDP's samplers.")
+        bool,
+        typer.Option(
+            "--secure-noise",
+            help="Laplace/Gaussian noise from OpenDP's samplers, DP-SGD in Opacus' secure mode.",
+        ),
     ] = False,
+    verbose: VerboseOption = False,
 ) -> None:
-    """Publish a DP synthetic release of INPUT and print where it is."""
-    _prepare_prefect()
-    from dprelease.generators import GENERATORS
-    from flows.release import release_flow
+    """Publish a DP synthetic release of INPUT and print its directory.
 
-    known = GENERATORS.get(generator)
-    progress = {"progress": True} if known is not None and known.shows_progress else {}
+    The ledger is $DPRELEASE_LEDGER_URL, else a per-user SQLite file (see --ledger)."""
+    from dprelease.schema import load_schema
 
-    release_dir = _run(
-        release_flow,
-        input_path=str(input_path),
-        schema_path=str(schema),
+    config = ReleaseConfig(
         epsilon=epsilon,
         delta=delta,
-        out_dir=str(out),
         generator=generator,
-        n_synthetic=n_synthetic,
         weights=weights,
         weights_fraction=weights_fraction,
-        ledger_url=ledger,
+        n_synthetic=n_synthetic,
         seed=seed,
         on_out_of_bounds=on_out_of_bounds.value,
+        on_invalid_rows=on_invalid_rows.value,
         drop_extra_columns=drop_extra_columns,
         temper=temper,
         allow_unreliable_weights=allow_unreliable_weights,
         secure_noise=secure_noise,
-        generator_options=progress,
+    )
+    ledger_url = resolve_ledger_url(ledger)
+    with expected_errors(verbose):
+        public = load_schema(schema)
+        plan = plan_release(public, config)
+        check_before_run(
+            ledger_url, public, plan.cap, plan.planned_spends, input_path,
+            drop_extra_columns=drop_extra_columns,
+        )  # fmt: skip
+    shows_progress = GENERATORS[plan.config.generator].shows_progress
+    release_dir = run_flow(
+        "flows.release:release_flow",
+        verbose=verbose,
+        what=f"release of {public.dataset}",
+        input_path=str(input_path),
+        schema_path=str(schema),
+        epsilon=epsilon,
+        delta=plan.config.delta,
+        out_dir=str(out),
+        generator=plan.config.generator,
+        n_synthetic=n_synthetic,
+        weights=plan.config.weights,
+        weights_fraction=weights_fraction,
+        ledger_url=ledger_url,
+        seed=seed,
+        on_out_of_bounds=on_out_of_bounds.value,
+        on_invalid_rows=on_invalid_rows.value,
+        drop_extra_columns=drop_extra_columns,
+        temper=temper,
+        allow_unreliable_weights=allow_unreliable_weights,
+        secure_noise=secure_noise,
+        generator_options={"progress": True} if shows_progress else {},
+    )
+    manifest = json.loads((Path(release_dir) / "manifest.json").read_text())
+    stderr.print(
+        f"published: {manifest['privacy_statement']}", highlight=False, soft_wrap=True
     )
     stdout.print(release_dir, highlight=False, soft_wrap=True)
 
@@ -142,27 +230,43 @@ def _csv(text: str, kind: type = str) -> list:
         raise typer.BadParameter(f"expected comma-separated values, got {text!r}") from None
 
 
-@app.command()
+@app.command(epilog=EXIT_CODES_HELP)
 def evaluate(
-    input_path: Annotated[
-        Path, typer.Argument(metavar="INPUT", help="Real table (.csv or .parquet).")
-    ],
-    schema: Annotated[Path, typer.Option("--schema", help="Public schema (YAML).")],
+    input_path: InputArgument,
+    schema: SchemaOption,
     test_fraction: Annotated[float, typer.Option("--test-fraction")] = 0.2,
-    generators: Annotated[str, typer.Option("--generators", help="Comma-separated.")] = "marginals",
+    generators: Annotated[
+        str, typer.Option("--generators", help=f"Comma-separated: {', '.join(GENERATORS)}.")
+    ] = DEFAULT_GENERATOR,
     weights: Annotated[
         str, typer.Option("--weights", help="Comma-separated weight methods.")
     ] = ",".join(DEFAULT_WEIGHT_METHODS),
     epsilons: Annotated[str, typer.Option("--epsilons", help="Comma-separated.")] = "1,6",
     seeds: Annotated[int, typer.Option("--seeds")] = 10,
+    n_synthetic: NSyntheticOption = None,
     out: Annotated[Path, typer.Option("--out", help="Evaluation directory.")] = Path("evaluations"),
+    dask: Annotated[
+        str | None,
+        typer.Option(
+            "--dask",
+            metavar="ADDRESS|local",
+            help="Run the cells on Dask: 'local' starts a 2-worker local cluster, an address "
+            "(tcp://host:8786) uses a running scheduler. The real table's train/test parts go "
+            "to the workers: keep them inside your trust boundary. Default: threads here.",
+        ),
+    ] = None,
+    verbose: VerboseOption = False,
 ) -> None:
     """Evaluate generators x weights x epsilons on a train/test split (not for publication)."""
-    _prepare_prefect()
-    from flows.evaluate import evaluation_flow
+    from dprelease.schema import load_schema
 
-    directory = _run(
-        evaluation_flow,
+    with expected_errors(verbose):
+        preflight_table(input_path, load_schema(schema), drop_extra_columns=False)
+    directory = run_flow(
+        "flows.evaluate:run_evaluation",
+        verbose=verbose,
+        what="evaluation",
+        dask=dask,
         input_path=str(input_path),
         schema_path=str(schema),
         out_dir=str(out),
@@ -171,27 +275,26 @@ def evaluate(
         weights=_csv(weights),
         epsilons=_csv(epsilons, float),
         seeds=seeds,
+        n_synthetic=n_synthetic,
     )
     stdout.print(directory, highlight=False, soft_wrap=True)
 
 
-@ledger_app.command("show")
+@ledger_app.command("show", epilog=EXIT_CODES_HELP)
 def ledger_show(
     dataset: Annotated[str, typer.Argument(help="Dataset name (the schema's `dataset`).")],
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     ledger: LedgerOption = None,
-    out: OutOption = Path("releases"),
 ) -> None:
     """Entries and totals of DATASET against its cap."""
-    from dprelease.privacy.ledger import Ledger, resolve_ledger_url
-
-    with Ledger(resolve_ledger_url(ledger, str(out))) as book:
-        summary = _run(book.summary, dataset)
+    url = resolve_ledger_url(ledger)
+    with expected_errors(), Ledger(url) as book:
+        summary = book.summary(dataset)
     if as_json:
         stdout.print_json(json.dumps(summary))
         return
     table = Table(title=f"Privacy ledger of {dataset}")
-    for heading in ("id", "release", "mechanism", "epsilon", "delta", "status"):
+    for heading in ("id", "release", "mechanism", "epsilon", "delta", "status", "accounted as"):
         table.add_column(heading)
     for entry in summary["entries"]:
         table.add_row(
@@ -201,30 +304,11 @@ def ledger_show(
             f"{entry['epsilon']:.6g}",
             f"{entry['delta']:.6g}",
             entry["status"],
+            entry.get("accounted_as", ""),
         )
     stdout.print(table)
-    spent, cap = summary["spent"], summary["cap"]
-    stdout.print(
-        f"spent epsilon={spent['epsilon']:.6g} of {cap['epsilon']:.6g}, "
-        f"delta={spent['delta']:.6g} of {cap['delta']:.6g}"
-    )
-
-
-def _prepare_prefect() -> None:
-    """Give Prefect's temporary server time to start on a small, busy machine (its default
-    of 20 s is often too short on 2 cores) and keep it from phoning home; a user's own
-    settings win."""
-    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
-    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-
-
-def _run(function, *args, **kwargs):  # noqa: ANN001, ANN202
-    """Call `function`; turn a DPReleaseError into its message and exit code."""
-    try:
-        return function(*args, **kwargs)
-    except DPReleaseError as error:
-        stderr.print(f"[bold red]error:[/bold red] {error}", highlight=False, soft_wrap=True)
-        raise typer.Exit(error.exit_code) from None
+    for line in ledger_summary_lines(summary):
+        stdout.print(line, highlight=False, soft_wrap=True)
 
 
 if __name__ == "__main__":

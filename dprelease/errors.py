@@ -6,6 +6,9 @@ table: they may end up in Prefect flow-run states and logs (PRIVACY_MODEL.md sec
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 
 class DPReleaseError(Exception):
     """Base class; `exit_code` is what the CLI returns for it."""
@@ -14,7 +17,8 @@ class DPReleaseError(Exception):
 
 
 class InputError(DPReleaseError):
-    """Bad schema, configuration or input table (exit 2). Nothing was spent or written."""
+    """Bad schema, configuration or input table (exit 2). Nothing is written; raised before
+    the reservation nothing is spent either (see `spend_kept` for errors after it)."""
 
     exit_code = 2
 
@@ -29,3 +33,18 @@ class UnreliableWeightsError(DPReleaseError):
     """PSIS says the importance weights are unreliable; the release was not published (exit 4)."""
 
     exit_code = 4
+
+
+SPEND_KEPT = "this run's reserved privacy spend stays in the ledger"
+
+
+@contextlib.contextmanager
+def spend_kept() -> Iterator[None]:
+    """Wrap the steps of a flow after its reservation: an `InputError` raised there says that
+    the spend is kept (a run that may have touched the data never gives budget back)."""
+    try:
+        yield
+    except InputError as error:
+        if SPEND_KEPT in str(error):
+            raise
+        raise type(error)(f"{error} ({SPEND_KEPT})") from None

@@ -6,29 +6,43 @@ construction), the weights' calibration, and the list of `PlannedSpend`s that th
 reserves before any mechanism sees the data (PRIVACY_MODEL.md section 7). Everything here is
 computed from public quantities: schema, configuration, the public synthetic size N_G.
 
+Defaults (all public functions of the schema and the arguments; the manifest records the
+values actually used):
+- delta: `default_delta` = the cap's delta times this release's share of the cap's epsilon,
+  `cap.delta * min(1, epsilon / cap.epsilon)`, so epsilon and delta run out together. A pure
+  epsilon cap (delta 0) gives delta 0.
+- generator and weights: `DEFAULT_GENERATOR` (independent marginals: fast, streams the input)
+  with `DEFAULT_WEIGHTS` (calibration weights: they restore the dependence on the target
+  that the marginals leave out). Both work with delta 0 (Laplace noise), so no input and no
+  cap is refused for the defaults' sake.
+- synthetic rows: the schema's `max_rows`, but at least `DEFAULT_N_SYNTHETIC` (weights need
+  many more synthetic rows than real ones to help; the number is public and free).
+
 Budget split: a private weight method gets the fraction F of the release's epsilon and
 delta and the generator the rest; `none` and `discriminator` weights leave the whole budget to
-the generator. `DEFAULT_WEIGHTS_FRACTION` = 0.1 is chosen from the evidence of
-benchmarks/weights_fraction.py: on the breast-cancer table with the marginals generator
-(5 seeds, epsilon 1 and 6) the mean WST of beta_debiased-weighted data was lowest at F = 0.1
-of {0.1, 0.2, 0.3, 0.5} for both epsilons, and grew with F (the generator's share matters
-more than the weights' there).
+the generator. `DEFAULT_WEIGHTS_FRACTION` = 0.2 is chosen from the evidence of
+benchmarks/utility.py on three public tables (README, "Choosing a generator and weights"),
+where marginals + calibration at F = 0.2 beat the unweighted rows and OpenDP's AIM on the
+target model's coefficients. (The paper's beta_debiased weights did best at F = 0.1 in
+benchmarks/weights_fraction.py; pass --weights-fraction when choosing them.)
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from dprelease import weights as weight_methods
 from dprelease.encoding import Encoder
 from dprelease.errors import InputError
 from dprelease.generators import Generator, make_generator
-from dprelease.privacy.accounting import PlannedSpend, Spend, compose
+from dprelease.privacy.accounting import Cap, PlannedSpend, Spend, compose, default_delta
+from dprelease.privacy.mechanisms import DESCRIPTION_KEY
 from dprelease.schema import Schema
 
-DEFAULT_N_SYNTHETIC = 10_000
-DEFAULT_WEIGHTS = "beta_debiased"
-DEFAULT_WEIGHTS_FRACTION = 0.1
+DEFAULT_N_SYNTHETIC = 20_000
+DEFAULT_GENERATOR = "marginals"
+DEFAULT_WEIGHTS = "calibration"
+DEFAULT_WEIGHTS_FRACTION = 0.2
 BUDGET_FREE_WEIGHTS = ("none", "discriminator")
 SYNTHETIC_CALIBRATED_WEIGHTS = "weight_noised"
 
@@ -43,15 +57,16 @@ class ReleaseConfig:
     """Everything a curator chooses for one release; all of it public."""
 
     epsilon: float
-    delta: float = 0.0
-    generator: str = "marginals"
+    delta: float | None = None
+    generator: str | None = None
     generator_options: dict = field(default_factory=dict)
-    weights: str = DEFAULT_WEIGHTS
+    weights: str | None = None
     weights_fraction: float | None = None
     weights_options: dict = field(default_factory=dict)
     n_synthetic: int | None = None
     seed: int | None = None
     on_out_of_bounds: str = "clip"
+    on_invalid_rows: str = "refuse"
     drop_extra_columns: bool = False
     temper: float = 1.0
     allow_unreliable_weights: bool = False
@@ -84,6 +99,7 @@ class ReleasePlan:
             epsilon=self.weights_budget.epsilon,
             delta=self.weights_budget.delta,
             params={"component": "weights", **self.weights_plan},
+            description=self.weights_plan.get(DESCRIPTION_KEY),
         )
 
     def actual_weights_spends(self, estimate: weight_methods.WeightEstimate) -> list[PlannedSpend]:
@@ -96,6 +112,7 @@ class ReleasePlan:
                 epsilon=estimate.epsilon_spent,
                 delta=estimate.delta_spent,
                 params={"component": "weights", **estimate.details},
+                description=estimate.details.get(DESCRIPTION_KEY),
             )
         ]
 
@@ -111,8 +128,8 @@ class ReleasePlan:
         return compose(self.planned_spends)
 
     @property
-    def cap(self) -> Spend:
-        return Spend(self.schema.budget.epsilon, self.schema.budget.delta)
+    def cap(self) -> Cap:
+        return self.schema.budget.cap
 
     def configuration(self) -> dict:
         """The public configuration recorded in the manifest."""
@@ -126,6 +143,7 @@ class ReleasePlan:
                     "n_synthetic",
                     "seed",
                     "on_out_of_bounds",
+                    "on_invalid_rows",
                     "drop_extra_columns",
                     "temper",
                     "allow_unreliable_weights",
@@ -145,13 +163,31 @@ class ReleasePlan:
         }
 
 
+def resolve_defaults(schema: Schema, config: ReleaseConfig) -> ReleaseConfig:
+    """Fill in delta, generator and weights left unset (see the module docstring)."""
+    if not config.epsilon > 0:
+        raise InputError(f"--epsilon must be positive, got {config.epsilon}")
+    delta = default_delta(schema.budget, config.epsilon) if config.delta is None else config.delta
+    return replace(
+        config,
+        delta=delta,
+        generator=config.generator or DEFAULT_GENERATOR,
+        weights=config.weights or DEFAULT_WEIGHTS,
+    )
+
+
 def plan_release(schema: Schema, config: ReleaseConfig) -> ReleasePlan:
     """Validate the configuration and calibrate every mechanism from public quantities."""
+    config = resolve_defaults(schema, config)
     _check_release_budget(config)
+    if config.on_invalid_rows not in ("refuse", "drop"):
+        raise InputError(
+            f"--on-invalid-rows must be 'refuse' or 'drop', not {config.on_invalid_rows!r}"
+        )
     if config.weights in weight_methods.NON_PRIVATE_METHODS:
         raise InputError(
             f"weights {config.weights!r} are not differentially private; they exist for "
-            "benchmarks only and a release refuses them (use beta_debiased or dp_mlp)"
+            "benchmarks only and a release refuses them (use calibration, beta_debiased or dp_mlp)"
         )
     if config.weights not in weight_methods.METHODS:
         known = ", ".join(
@@ -160,7 +196,7 @@ def plan_release(schema: Schema, config: ReleaseConfig) -> ReleasePlan:
         raise InputError(f"unknown weights method {config.weights!r}; choose one of: {known}")
     if not 0 < config.temper <= 1:
         raise InputError(f"--temper must be in (0, 1], got {config.temper}")
-    n_synthetic = config.n_synthetic or schema.max_rows or DEFAULT_N_SYNTHETIC
+    n_synthetic = config.n_synthetic or default_n_synthetic(schema)
     if n_synthetic < 1:
         raise InputError("--n-synthetic must be at least 1")
     fraction = _weights_fraction(config)
@@ -179,7 +215,7 @@ def plan_release(schema: Schema, config: ReleaseConfig) -> ReleasePlan:
             f"generator {config.generator!r} has no probabilistic discriminator; choose "
             "another weights method or a DP-GAN generator"
         )
-    weights_plan = _plan_weights(config, weights_budget, encoder.width, n_synthetic)
+    weights_plan = _plan_weights(config, weights_budget, encoder, n_synthetic)
     return ReleasePlan(
         schema=schema,
         config=config,
@@ -215,7 +251,7 @@ def _weights_fraction(config: ReleaseConfig) -> float:
     return fraction
 
 
-def _plan_weights(config: ReleaseConfig, budget: Spend, n_features: int, n_synthetic: int) -> dict:
+def _plan_weights(config: ReleaseConfig, budget: Spend, encoder: Encoder, n_synthetic: int) -> dict:
     if config.weights in BUDGET_FREE_WEIGHTS:
         return {"mechanism": "none" if config.weights == "none" else "post-processing"}
     if config.weights == SYNTHETIC_CALIBRATED_WEIGHTS:
@@ -230,7 +266,20 @@ def _plan_weights(config: ReleaseConfig, budget: Spend, n_features: int, n_synth
         config.weights,
         budget.epsilon,
         budget.delta,
-        n_features,
+        encoder.width,
         n_synthetic,
-        **config.weights_options,
+        **weights_options(config.weights, config.weights_options, encoder),
     )
+
+
+def default_n_synthetic(schema: Schema) -> int:
+    """The schema's public `max_rows`, but at least `DEFAULT_N_SYNTHETIC`."""
+    return max(schema.max_rows or 0, DEFAULT_N_SYNTHETIC)
+
+
+def weights_options(method: str, options: dict, encoder: Encoder) -> dict:
+    """The weight method's options, with the public encoder for methods whose feature map
+    is built from the schema's columns (`weight_methods.ENCODER_METHODS`)."""
+    if method in weight_methods.ENCODER_METHODS:
+        return {**options, "encoder": encoder}
+    return dict(options)

@@ -1,54 +1,51 @@
-"""Writing a release directory atomically.
+"""Writing a release directory atomically: one writer for every kind of release.
 
-Layout of `releases/<dataset>/<release_id>/` (PRIVACY_MODEL.md section 8: only DP outputs,
-their post-processing and public metadata):
+A release is a directory `releases/<dataset>/<release_id>/` holding only DP outputs, their
+post-processing and public metadata (PRIVACY_MODEL.md section 8). Every kind (DP synthetic
+data, adaptive-truncation posteriors, ABCDP posteriors) hands this module a `ReleaseBundle`;
+the writer adds what all kinds share:
 
-- `synthetic.parquet`: the schema's columns with their types, plus `weight` (self-normalised,
-  mean 1) and `log_weight` (the raw debiased log weights); Arrow key-value metadata carries
-  the release id and the privacy statement.
-- `ledger.parquet`: the dataset's ledger entries up to and including this release.
-- `diagnostics.json`: PSIS diagnostics of the released weights.
-- `manifest.json`: release id, UTC time, schema, configuration, package versions, the
-  privacy statement, and the sha256 of every other file.
-- `report.md` (and its PNG figures): a readable summary for the recipients.
+- `ledger.parquet`: the dataset's ledger entries up to and including this release;
+- `manifest.json`: kind, release id, UTC time, schema, configuration, package versions, the
+  privacy statement (this release's spend, the dataset's total, the cap, the accountant) and
+  the sha256 of every other file (`dprelease verify` recomputes them);
+- the release id and privacy statement as Arrow key-value metadata of every Parquet file;
+- `report.md` (written by the kind's `report` callable, which receives the manifest).
 
 Everything is written into a hidden sibling directory and renamed into place only when
-complete; a failure removes the partial directory, so a release either exists whole or not
-at all.
+complete; a failure removes the partial directory, so a release exists whole or not at all.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
+import re
 import shutil
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import cached_property
 from importlib import metadata
 from pathlib import Path
 from uuid import uuid4
 
-import numpy as np
 import pandas as pd
 
-from dprelease.diagnostics import normalised_weights
-from dprelease.privacy.accounting import Spend, compose
+from dprelease.privacy.accountants import BASIC, spent_under_accountant
+from dprelease.privacy.accounting import NEIGHBOURING, Cap, Spend, compose
 from dprelease.privacy.ledger import LedgerEntry
-from dprelease.report import write_report
 
-SYNTHETIC_FILE = "synthetic.parquet"
 LEDGER_FILE = "ledger.parquet"
 MANIFEST_FILE = "manifest.json"
-DIAGNOSTICS_FILE = "diagnostics.json"
 REPORT_FILE = "report.md"
 VERSIONED_PACKAGES = (
     "dprelease",
     "numpy",
     "pandas",
     "pyarrow",
+    "scipy",
     "scikit-learn",
     "torch",
     "opacus",
@@ -65,58 +62,91 @@ def new_release_id(now: datetime | None = None) -> str:
     return f"{now:%Y%m%dT%H%M%SZ}-{uuid4().hex[:8]}"
 
 
-def privacy_statement(release_spend: Spend, dataset_total: Spend, cap: Spend) -> str:
-    """The sentence every release carries (PRIVACY_MODEL.md sections 1 and 7)."""
+INVALID_ROWS_CLAUSES = {
+    "refuse": (
+        "an input with any invalid row is refused, so the existence of this release "
+        "reveals that every input row was valid"
+    ),
+    "drop": (
+        "invalid input rows were dropped inside the mechanism (a stable transformation), so "
+        "whether this release exists does not depend on any one row"
+    ),
+}
+
+
+def privacy_statement(
+    release_spend: Spend,
+    dataset_total: Spend,
+    cap: Spend,
+    accountant: str = BASIC,
+    invalid_rows: str = "refuse",
+    accountant_total: Spend | None = None,
+) -> str:
+    """The sentence every release carries (PRIVACY_MODEL.md sections 1 and 7): this release's
+    spend, the dataset's total under basic composition and, for a tight accountant, under
+    that accountant (the one the cap is checked with), the cap, and the invalid-row policy."""
+    tight = (
+        f"; under {accountant} composition epsilon={accountant_total.epsilon:.6g}, "
+        f"delta={accountant_total.delta:.6g}"
+        if accountant != BASIC and accountant_total is not None
+        else ""
+    )
     return (
         f"(epsilon, delta)-DP for the add/remove of one row of the real table; this release "
         f"spent epsilon={release_spend.epsilon:.6g}, delta={release_spend.delta:.6g}; "
         f"dataset total epsilon={dataset_total.epsilon:.6g}, delta={dataset_total.delta:.6g} "
-        f"of cap epsilon={cap.epsilon:.6g}, delta={cap.delta:.6g} (basic composition)"
+        f"(basic composition){tight}, of cap epsilon={cap.epsilon:.6g}, "
+        f"delta={cap.delta:.6g} checked with the {accountant} accountant; "
+        f"{INVALID_ROWS_CLAUSES[invalid_rows]}"
     )
 
 
 @dataclass(frozen=True)
-class ReleaseContent:
-    """Everything a release holds; all of it DP output or public metadata."""
+class ReleaseBundle:
+    """What one release holds, before the shared files are added; all DP output or public.
 
+    `tables` are written as Parquet (`name -> table`), `json_files` as JSON. `report` writes
+    `report.md` and its figures into the directory it is given; it receives the manifest.
+    """
+
+    kind: str
     dataset: str
     release_id: str
-    synthetic: pd.DataFrame
-    log_weights: np.ndarray
-    smoothed_log_weights: np.ndarray
     ledger_entries: Sequence[LedgerEntry]
-    release_spend: Spend
-    cap: Spend
+    release_entry_ids: Sequence[int]
+    cap: Cap
     schema: dict
     configuration: dict
-    diagnostics: dict
+    report: Callable[[Path, dict], None]
+    tables: Mapping[str, pd.DataFrame] = field(default_factory=dict)
+    json_files: Mapping[str, dict] = field(default_factory=dict)
+    manifest_extra: Mapping[str, object] = field(default_factory=dict)
+    invalid_rows: str = "refuse"
 
-    @cached_property
-    def weights(self) -> np.ndarray:
-        """Self-normalised (mean 1) Pareto-smoothed weights: the `weight` column (computed
-        once; the parquet file and the report both use it)."""
-        return normalised_weights(self.smoothed_log_weights)
+    @property
+    def release_spend(self) -> Spend:
+        """Basic composition of this release's own ledger entries."""
+        ids = set(self.release_entry_ids)
+        return compose(Spend(e.epsilon, e.delta) for e in self.ledger_entries if e.id in ids)
+
+    @property
+    def dataset_total(self) -> Spend:
+        return compose(Spend(e.epsilon, e.delta) for e in self.ledger_entries)
 
 
-def write_release(content: ReleaseContent, out_dir: str | Path) -> Path:
+def write_release(bundle: ReleaseBundle, out_dir: str | Path) -> Path:
     """Write the release atomically; return its final directory."""
-    dataset_dir = Path(out_dir) / content.dataset
-    final = dataset_dir / content.release_id
+    dataset_dir = Path(out_dir) / bundle.dataset
+    final = dataset_dir / bundle.release_id
     if final.exists():
         raise FileExistsError(f"{final} exists already")
     dataset_dir.mkdir(parents=True, exist_ok=True)
-    partial = dataset_dir / f".incomplete-{content.release_id}"
+    partial = dataset_dir / f".incomplete-{bundle.release_id}"
     partial.mkdir()
     try:
-        manifest = _write_files(content, partial)
-        write_report(
-            partial,
-            manifest,
-            content.synthetic,
-            content.weights,
-            content.log_weights,
-            content.smoothed_log_weights,
-        )
+        manifest = _manifest(bundle)
+        _write_data_files(bundle, manifest["privacy_statement"], partial)
+        bundle.report(partial, manifest)
         manifest["files"] = _checksums(partial)
         (partial / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
         _fsync_tree(partial)
@@ -127,47 +157,69 @@ def write_release(content: ReleaseContent, out_dir: str | Path) -> Path:
     return final
 
 
-def _write_files(content: ReleaseContent, directory: Path) -> dict:
+def _manifest(bundle: ReleaseBundle) -> dict:
+    release, total = bundle.release_spend, bundle.dataset_total
+    tight, accountant = spent_under_accountant(bundle.ledger_entries, bundle.cap)
+    stated = {"accountant_total": {"epsilon": tight.epsilon, "delta": tight.delta}}
+    return {
+        "kind": bundle.kind,
+        "release_id": bundle.release_id,
+        "dataset": bundle.dataset,
+        "created_at": datetime.now(UTC).isoformat(),
+        "privacy_statement": privacy_statement(
+            release, total, bundle.cap, accountant, bundle.invalid_rows, tight
+        ),
+        "release_spend": {"epsilon": release.epsilon, "delta": release.delta},
+        "dataset_total": {"epsilon": total.epsilon, "delta": total.delta},
+        "cap": {"epsilon": bundle.cap.epsilon, "delta": bundle.cap.delta},
+        "accountant": accountant,
+        **(stated if accountant != BASIC else {}),
+        "neighbouring": NEIGHBOURING,
+        "on_invalid_rows": bundle.invalid_rows,
+        **bundle.manifest_extra,
+        "schema": bundle.schema,
+        "configuration": bundle.configuration,
+        "package_versions": package_versions(),
+    }
+
+
+def _write_data_files(bundle: ReleaseBundle, statement: str, directory: Path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    total = compose(Spend(e.epsilon, e.delta) for e in content.ledger_entries)
-    statement = privacy_statement(content.release_spend, total, content.cap)
-    table = content.synthetic.assign(
-        weight=np.asarray(content.weights, dtype=float),
-        log_weight=np.asarray(content.log_weights, dtype=float),
-    )
-    arrow = pa.Table.from_pandas(table, preserve_index=False)
-    arrow = arrow.replace_schema_metadata(
-        {
-            **(arrow.schema.metadata or {}),
-            b"dprelease.release_id": content.release_id.encode(),
-            b"dprelease.privacy_statement": statement.encode(),
-        }
-    )
-    pq.write_table(arrow, directory / SYNTHETIC_FILE)
-    ledger = pd.DataFrame([entry.as_dict() for entry in content.ledger_entries])
-    ledger["params"] = ledger["params"].map(lambda params: json.dumps(params, sort_keys=True))
-    pq.write_table(pa.Table.from_pandas(ledger, preserve_index=False), directory / LEDGER_FILE)
-    (directory / DIAGNOSTICS_FILE).write_text(json.dumps(content.diagnostics, indent=2) + "\n")
-    return {
-        "release_id": content.release_id,
-        "dataset": content.dataset,
-        "created_at": datetime.now(UTC).isoformat(),
-        "privacy_statement": statement,
-        "release_spend": {
-            "epsilon": content.release_spend.epsilon,
-            "delta": content.release_spend.delta,
-        },
-        "dataset_total": {"epsilon": total.epsilon, "delta": total.delta},
-        "cap": {"epsilon": content.cap.epsilon, "delta": content.cap.delta},
-        "neighbouring": "add/remove-one",
-        "n_synthetic": len(content.synthetic),
-        "schema": content.schema,
-        "configuration": content.configuration,
-        "diagnostics": content.diagnostics,
-        "package_versions": package_versions(),
+    stamp = {
+        b"dprelease.release_id": bundle.release_id.encode(),
+        b"dprelease.kind": bundle.kind.encode(),
+        b"dprelease.privacy_statement": statement.encode(),
     }
+    for name, table in bundle.tables.items():
+        arrow = pa.Table.from_pandas(table, preserve_index=False)
+        arrow = arrow.replace_schema_metadata({**(arrow.schema.metadata or {}), **stamp})
+        pq.write_table(arrow, directory / name)
+    ledger = pd.DataFrame([entry.as_dict() for entry in bundle.ledger_entries])
+    for column in ("params", "description"):  # JSON text: one Arrow type for any content
+        if column in ledger:
+            ledger[column] = ledger[column].map(lambda value: json.dumps(value, sort_keys=True))
+    pq.write_table(pa.Table.from_pandas(ledger, preserve_index=False), directory / LEDGER_FILE)
+    for name, content in bundle.json_files.items():
+        (directory / name).write_text(json.dumps(content, indent=2) + "\n")
+
+
+_IMAGE = re.compile(r"!\[([^\]]*)\]\(([^)\s:]+\.png)\)")
+
+
+def artifact_markdown(release_dir: Path) -> str:
+    """The release's report.md with every relative PNG embedded as a data URI, so that a
+    viewer without access to the release directory (the Prefect UI) shows the figures."""
+
+    def embed(match: re.Match) -> str:
+        path = release_dir / match.group(2)
+        if not path.is_file():
+            return f"*({match.group(1)}: figure in the release directory)*"
+        encoded = base64.b64encode(path.read_bytes()).decode("ascii")
+        return f"![{match.group(1)}](data:image/png;base64,{encoded})"
+
+    return _IMAGE.sub(embed, (release_dir / REPORT_FILE).read_text())
 
 
 def package_versions() -> dict[str, str]:

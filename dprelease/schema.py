@@ -5,7 +5,9 @@ A schema is a YAML file validated with pydantic::
     dataset: cps1988                 # ledger key: one privacy budget per dataset
     description: free text
     max_rows: 100000                 # optional public upper bound on the row count
+    min_rows: 1000                   # optional public lower bound (curator-vouched)
     budget: {epsilon: 6.0, delta: 1.0e-6}   # lifetime cap for this dataset
+                                     # (optional accountant: basic | pld, default basic)
     target: wage                     # optional label column
     columns:
       wage: {type: continuous, min: 0, max: 20000}
@@ -32,6 +34,7 @@ from pydantic import (
 )
 
 from dprelease.errors import InputError
+from dprelease.privacy.accounting import Cap
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
 
@@ -98,11 +101,22 @@ ColumnSpec = Annotated[
 
 
 class Budget(BaseModel):
-    """Lifetime (epsilon, delta) cap of a dataset under basic composition."""
+    """Lifetime (epsilon, delta) cap of a dataset and the accountant that checks it.
+
+    `accountant`: `basic` (sums of epsilons and deltas) or `pld` (tight composition,
+    `dprelease.privacy.accountants`); recorded in the ledger when the dataset is registered.
+    Unset: the recorded one, or `pld` for a new dataset (it never admits less than basic).
+    """
 
     model_config = _STRICT
     epsilon: float = Field(gt=0, allow_inf_nan=False)
     delta: float = Field(ge=0, lt=1)
+    accountant: Literal["basic", "pld"] | None = None
+
+    @property
+    def cap(self) -> Cap:
+        """The cap the ledger checks (`dprelease.privacy.accounting.Cap`)."""
+        return Cap(self.epsilon, self.delta, self.accountant)
 
 
 class Schema(BaseModel):
@@ -112,9 +126,19 @@ class Schema(BaseModel):
     dataset: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=128)
     description: str = ""
     max_rows: int | None = Field(default=None, gt=0)
+    min_rows: int | None = Field(default=None, gt=0)
     budget: Budget
     target: str | None = None
     columns: dict[str, ColumnSpec] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _row_bounds_ordered(self) -> Schema:
+        bounded = self.min_rows is not None and self.max_rows is not None
+        if bounded and self.min_rows > self.max_rows:  # type: ignore[operator]
+            raise ValueError(
+                f"min_rows ({self.min_rows}) must not exceed max_rows ({self.max_rows})"
+            )
+        return self
 
     @model_validator(mode="after")
     def _target_is_a_column(self) -> Schema:

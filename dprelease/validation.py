@@ -9,7 +9,14 @@ Steps (`load_validated`):
    alone: the column set, not-null unless nullable, numeric values within the bounds,
    categories in the set. Results are requested as ``BOOLEAN_ONLY``: pass/fail per
    expectation, no values, no counts.
-4. Out-of-bounds numbers are clipped to the bounds (clipping is part of every mechanism,
+4. Rows with an invalid value (a missing value in a non-nullable column, an unknown category,
+   a non-number or non-integer in a numeric column) refuse the whole table by default
+   (``on_invalid_rows="refuse"``: a curator wants to know). With ``on_invalid_rows="drop"``
+   they are dropped instead, and an empty table is accepted: dropping a row depends on that
+   row alone, a stable transformation (McSherry 2009) that adds no privacy cost, so it is part
+   of the mechanism; then whether a release appears no longer depends on one row. Recommended
+   for scheduled deployments.
+5. Out-of-bounds numbers are clipped to the bounds (clipping is part of every mechanism,
    PRIVACY_MODEL.md section 2) or refused with ``on_out_of_bounds="reject"``.
 
 Every refusal is an `InputError` that names the file, the column and the kind of problem,
@@ -35,6 +42,7 @@ from dprelease.errors import InputError
 from dprelease.schema import CategoricalColumn, IntegerColumn, Schema
 
 OutOfBounds = Literal["clip", "reject"]
+InvalidRows = Literal["refuse", "drop"]
 
 
 @dataclass(frozen=True)
@@ -81,19 +89,27 @@ def load_validated(
     schema: Schema,
     *,
     on_out_of_bounds: OutOfBounds = "clip",
+    on_invalid_rows: InvalidRows = "refuse",
     drop_extra_columns: bool = False,
 ) -> ValidatedTable:
     """Read, parse and validate the real table; return it in the schema's column types."""
     if on_out_of_bounds not in ("clip", "reject"):
         raise InputError(f"on_out_of_bounds must be 'clip' or 'reject', not {on_out_of_bounds!r}")
+    if on_invalid_rows not in ("refuse", "drop"):
+        raise InputError(f"on_invalid_rows must be 'refuse' or 'drop', not {on_invalid_rows!r}")
     source = str(path)
     raw = read_table(path)
-    if raw.empty:
-        raise InputError(f"{source}: the table has no rows")
+    if raw.empty and on_invalid_rows == "refuse":
+        raise InputError(
+            f"{source}: the table has no rows (--on-invalid-rows drop releases it anyway)"
+        )
     problems = _column_set_problems(raw, schema, source, drop_extra_columns)
     if problems:
         raise InputError("\n".join(problems))
-    parsed, problems = parse_columns(raw[list(schema.columns)], schema, source)
+    raw = raw[list(schema.columns)]
+    if on_invalid_rows == "drop":
+        raw = raw[valid_rows(raw, schema)]
+    parsed, problems = parse_columns(raw, schema, source)
     outcomes = run_expectations(parsed, schema)
     for outcome in outcomes:
         if outcome.success:
@@ -105,7 +121,7 @@ def load_validated(
                     "bounds (use --on-out-of-bounds clip to clip them)"
                 )
         else:
-            problems.append(_describe_failure(source, outcome))
+            problems.append(_describe_failure(source, outcome, schema))
     if problems:
         raise InputError("\n".join(problems))
     return ValidatedTable(clip_to_bounds(parsed, schema), outcomes)
@@ -162,6 +178,26 @@ def parse_columns(raw: pd.DataFrame, schema: Schema, source: str) -> tuple[pd.Da
     return pd.DataFrame(parsed, index=raw.index), problems
 
 
+def valid_rows(raw: pd.DataFrame, schema: Schema) -> np.ndarray:
+    """Per-row validity against the schema, each row judged on its own values only: present
+    unless nullable, a known category, a number (an integer for integer columns)."""
+    keep = np.ones(len(raw), dtype=bool)
+    for name, spec in schema.columns.items():
+        values = raw[name]
+        present = values.notna().to_numpy()
+        ok = present | spec.nullable
+        if isinstance(spec, CategoricalColumn):
+            labels = values.map(_category_label, na_action="ignore")
+            ok &= ~present | labels.isin(spec.categories).to_numpy()
+        else:
+            numbers = pd.to_numeric(values, errors="coerce").astype("float64").to_numpy()
+            ok &= ~present | ~np.isnan(numbers)
+            if isinstance(spec, IntegerColumn):
+                ok &= ~present | np.isnan(numbers) | (numbers % 1 == 0)
+        keep &= ok
+    return keep
+
+
 def _category_label(value: object) -> str:
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
@@ -180,13 +216,24 @@ def clip_to_bounds(table: pd.DataFrame, schema: Schema) -> pd.DataFrame:
     return pd.DataFrame(result).reset_index(drop=True)
 
 
-def _describe_failure(source: str, outcome: ExpectationOutcome) -> str:
+def not_in_categories(spec: CategoricalColumn) -> str:
+    """The refusal of unknown categories, naming the schema's (public) labels: values are
+    matched as text, so a CSV value 2.0 is not the category "2"."""
+    shown = ", ".join(repr(label) for label in spec.categories[:12])
+    more = ", ..." if len(spec.categories) > 12 else ""
+    return (
+        f"has values that are not among the schema's categories ({shown}{more}; values are "
+        "matched as text)"
+    )
+
+
+def _describe_failure(source: str, outcome: ExpectationOutcome, schema: Schema) -> str:
+    if outcome.expectation == "expect_column_values_to_be_in_set":
+        spec = schema.columns[outcome.column]
+        return f"{source}: column {outcome.column!r} {not_in_categories(spec)}"
     what = {
         "expect_column_values_to_not_be_null": (
             "has missing values but the schema does not mark it nullable"
-        ),
-        "expect_column_values_to_be_in_set": (
-            "has values that are not among the schema's categories"
         ),
     }.get(outcome.expectation, f"fails {outcome.expectation}")
     return f"{source}: column {outcome.column!r} {what}"

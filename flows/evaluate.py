@@ -2,15 +2,53 @@
 
 Cells (generator x epsilon x seed) run as parallel Prefect tasks; their rows are gathered
 into results.parquet, summary.md and figures under `out_dir` (never a release directory).
+
+Task runner (`run_evaluation(dask=...)`, CLI `--dask`): `None` runs the cells on threads in
+this process; `"local"` on a `distributed.LocalCluster` of 2 worker processes started for the
+run; any other value is the address of a running Dask scheduler (`tcp://host:8786`), through
+prefect-dask's `DaskTaskRunner`. On Dask, every cell's inputs (the encoded train and test
+parts of the real table) are sent to a worker and its metric rows come back: the workers must
+sit inside the curator's trust boundary (README "Scale"). Nothing is persisted by the engine:
+the flow and its tasks persist no results and cache nothing (`tasks.NO_PERSISTENCE`), and the
+local cluster's workers never spill to disk (`NO_SPILL`).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from prefect import flow
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from dprelease.evaluation.harness import DEFAULT_WEIGHT_METHODS, EvaluationGrid
 from tasks import evaluate as steps
+
+LOCAL = "local"
+LOCAL_WORKERS = 2
+# Dask configuration of the local cluster's workers (nannies pass it on): never write task
+# data to the worker's disk.
+NO_SPILL = {"distributed.worker.memory.target": False, "distributed.worker.memory.spill": False}
+
+
+def task_runner(dask: str | None = None):  # -> prefect.task_runners.TaskRunner
+    """Threads (None), a local Dask cluster ("local") or a Dask scheduler's address."""
+    if not dask:
+        return ThreadPoolTaskRunner(max_workers=2)
+    from prefect_dask import DaskTaskRunner
+
+    if dask == LOCAL:
+        import dask as dask_module
+
+        dask_module.config.set(NO_SPILL)  # this process's config: its local workers inherit it
+        return DaskTaskRunner(
+            cluster_kwargs={
+                "n_workers": LOCAL_WORKERS,
+                "threads_per_worker": 1,
+                "processes": True,
+                "dashboard_address": None,
+            }
+        )
+    return DaskTaskRunner(address=dask)
 
 
 @flow(name="evaluate", persist_result=False, task_runner=ThreadPoolTaskRunner(max_workers=2))
@@ -46,3 +84,8 @@ def evaluation_flow(
     ]
     rows = [row for future in futures for row in future.result()]
     return steps.write(rows, out_dir, grid, toy_figure)
+
+
+def run_evaluation(dask: str | None = None, **params: Any) -> str:
+    """`evaluation_flow(**params)` on the task runner chosen by `dask` (see `task_runner`)."""
+    return evaluation_flow.with_options(task_runner=task_runner(dask))(**params)

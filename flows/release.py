@@ -12,10 +12,14 @@ from __future__ import annotations
 
 from prefect import flow
 
-from dprelease.planning import DEFAULT_WEIGHTS, ReleaseConfig
+from dprelease.errors import spend_kept
+from dprelease.planning import ReleaseConfig
 from dprelease.privacy.ledger import resolve_ledger_url
 from dprelease.privacy.noise import NoiseSource
 from dprelease.release import new_release_id
+from dprelease.synthetic_release import synthetic_bundle
+from tasks import ledger as budget
+from tasks import publish
 from tasks import release as steps
 
 
@@ -24,15 +28,16 @@ def release_flow(
     input_path: str,
     schema_path: str,
     epsilon: float,
-    delta: float = 0.0,
+    delta: float | None = None,
     out_dir: str = "releases",
-    generator: str = "marginals",
+    generator: str | None = None,
     n_synthetic: int | None = None,
-    weights: str = DEFAULT_WEIGHTS,
+    weights: str | None = None,
     weights_fraction: float | None = None,
     ledger_url: str | None = None,
     seed: int | None = None,
     on_out_of_bounds: str = "clip",
+    on_invalid_rows: str = "refuse",
     drop_extra_columns: bool = False,
     temper: float = 1.0,
     allow_unreliable_weights: bool = False,
@@ -40,7 +45,8 @@ def release_flow(
     generator_options: dict | None = None,
     weights_options: dict | None = None,
 ) -> str:
-    """Publish one DP synthetic release; return its directory."""
+    """Publish one DP synthetic release; return its directory. `delta`, `generator` and
+    `weights` left at None take the documented defaults (dprelease.planning)."""
     config = ReleaseConfig(
         epsilon=epsilon,
         delta=delta,
@@ -52,36 +58,47 @@ def release_flow(
         n_synthetic=n_synthetic,
         seed=seed,
         on_out_of_bounds=on_out_of_bounds,
+        on_invalid_rows=on_invalid_rows,
         drop_extra_columns=drop_extra_columns,
         temper=temper,
         allow_unreliable_weights=allow_unreliable_weights,
         secure_noise=secure_noise,
     )
-    ledger = resolve_ledger_url(ledger_url, out_dir)
+    ledger = resolve_ledger_url(ledger_url)
     release = steps.plan(schema_path, config)
-    steps.check_budget(ledger, release)
+    dataset, cap, planned = release.schema.dataset, release.cap, release.planned_spends
+    budget.check_budget(ledger, dataset, cap, planned)
     real = steps.load_real(input_path, release)
     release_id = new_release_id()
-    entry_ids = steps.reserve(ledger, release, release_id)
-    noise = NoiseSource(secure=secure_noise)
-    generator_spends = steps.fit_generator(release, real, noise)
-    synthetic = steps.sample_synthetic(release)
-    estimate = steps.estimate_weights(release, real, synthetic, noise)
-    del real
-    actual = [*generator_spends, *release.actual_weights_spends(estimate)]
-    steps.commit_spends(ledger, entry_ids, actual)
-    diagnostics = steps.diagnose(release, estimate.log_weights)
-    table = steps.decode(release, synthetic)
-    release_dir = steps.write(
-        release,
-        release_id,
-        out_dir,
-        ledger,
-        entry_ids,
-        table,
-        estimate.log_weights,
-        diagnostics,
-        estimate.details,
-    )
-    steps.publish_artifacts(release_dir, release.schema.dataset, ledger)
+    entry_ids = budget.reserve(ledger, dataset, cap, release_id, planned)
+    with spend_kept():
+        noise = NoiseSource(secure=secure_noise)
+        generator_spends = steps.fit_generator(release, real, noise)
+        synthetic = steps.sample_synthetic(release)
+        estimate = steps.estimate_weights(release, real, synthetic, noise)
+        del real
+        budget.commit_spends(
+            ledger, entry_ids, [*generator_spends, *release.actual_weights_spends(estimate)]
+        )
+        diagnostics = steps.diagnose(release, estimate.log_weights)
+        table = steps.decode(release, synthetic)
+        configuration = release.configuration()
+        configuration["weights"].update(estimate.details)
+        entries, recorded_cap = budget.ledger_record(ledger, dataset, max(entry_ids))
+        bundle = synthetic_bundle(
+            dataset=dataset,
+            release_id=release_id,
+            synthetic=table,
+            log_weights=estimate.log_weights,
+            smoothed_log_weights=diagnostics.log_weights,
+            ledger_entries=entries,
+            release_entry_ids=entry_ids,
+            cap=recorded_cap,
+            schema=release.schema.public_dict(),
+            configuration=configuration,
+            diagnostics=diagnostics.to_dict(),
+            invalid_rows=on_invalid_rows,
+        )
+    release_dir = publish.write_release(bundle, out_dir)
+    publish.publish_artifacts(release_dir, dataset, ledger)
     return release_dir

@@ -17,7 +17,7 @@ from dprelease.evaluation.harness import EvaluationGrid, evaluate_cell, split
 from dprelease.evaluation.outputs import check_output_directory, toy_figure, write_evaluation
 from dprelease.schema import Schema, load_schema
 from dprelease.validation import load_validated
-from tasks.release import NO_PERSISTENCE
+from tasks import NO_PERSISTENCE
 
 
 @task(name="check-evaluation-directory", **NO_PERSISTENCE)

@@ -25,6 +25,14 @@ class SeededNoise(NoiseSource):
         self._rng = np.random.default_rng(seed)
 
 
+@pytest.fixture(autouse=True)
+def isolated_ledger_home(tmp_path_factory, monkeypatch):
+    """Every test gets its own default ledger location: no test reads or spends the budget
+    in the developer's real per-user ledger."""
+    monkeypatch.setenv("DPRELEASE_HOME", str(tmp_path_factory.mktemp("dprelease-home")))
+    monkeypatch.delenv("DPRELEASE_LEDGER_URL", raising=False)
+
+
 @pytest.fixture
 def seeded_noise():
     """Factory: `seeded_noise(seed)` returns a reproducible noise source."""

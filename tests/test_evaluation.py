@@ -104,7 +104,9 @@ def test_one_cell_on_breast_cancer():
     table = load_validated(ROOT / "data" / "breast_cancer.csv", schema).table
     train, test = split(table, 0.2)
     encoder = Encoder(schema)
-    grid = EvaluationGrid(weights=("none", "logreg", "beta_debiased"), epsilons=(1.0,), seeds=1)
+    grid = EvaluationGrid(
+        weights=("none", "logreg", "beta_debiased"), epsilons=(1.0,), seeds=1, n_synthetic=1000
+    )
     rows = evaluate_cell(
         encoder.encode(train), encoder.encode(test), schema, grid, "marginals", 1.0, 0
     )
@@ -136,6 +138,8 @@ def test_evaluate_cli_writes_labelled_outputs(prefect_server, tmp_path):
             "2",
             "--seeds",
             "2",
+            "--n-synthetic",
+            "1000",
             "--out",
             str(out),
         ],
@@ -151,3 +155,54 @@ def test_evaluate_cli_writes_labelled_outputs(prefect_server, tmp_path):
     assert "## marginals, epsilon = 2" in summary
     assert (out / "figure1_toy.png").exists() and (out / "box_wst.png").exists()
     assert not (tmp_path / "releases").exists()
+
+
+def test_downstream_regression_is_the_weighted_mlp_regressor_mse():
+    """A numeric target: an MLP regressor (hidden layers passed by name, not as `loss`)."""
+    from sklearn.metrics import mean_squared_error
+    from sklearn.neural_network import MLPRegressor
+
+    rng = np.random.default_rng(5)
+    features = rng.random((120, 2))
+    synthetic = np.column_stack([features, 0.2 + 0.5 * features[:, 0]])
+    real = synthetic[:40] + np.r_[0.0, 0.0, 0.05]
+    task = Task("regression", slice(2, 3))
+    model = MLPRegressor(hidden_layer_sizes=(8,), max_iter=300, random_state=2)
+    model.fit(features, synthetic[:, 2])
+    expected = mean_squared_error(real[:, 2], model.predict(real[:, :2]))
+    got = downstream(synthetic, np.ones(120), real, task, seed=2, hidden=(8,))
+    assert got == pytest.approx(expected, rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("target", "kind", "metric"),
+    [("wage", "regression", "mse"), ("high_earner", "classification", "roc_auc")],
+)
+def test_one_cell_on_a_numeric_and_a_categorical_target(target, kind, metric):
+    from dprelease.datasets import census_like
+    from dprelease.evaluation.harness import task_for
+    from dprelease.schema import Schema
+
+    schema = load_schema(ROOT / "data" / "census.yaml")
+    schema = Schema.model_validate({**schema.public_dict(), "target": target, "max_rows": 400})
+    encoder = Encoder(schema)
+    task = task_for(schema, encoder)
+    (column,) = [c for c in encoder.columns if c.name == target]
+    assert task.kind == kind and task.target == slice(column.start, column.stop)
+    train, test = split(census_like(300, seed=4), 0.25)
+    grid = EvaluationGrid(
+        weights=("none", "beta_debiased", "calibration"),
+        epsilons=(2.0,),
+        seeds=1,
+        n_synthetic=300,
+        wst_rows=300,
+    )
+    rows = evaluate_cell(
+        encoder.encode(train), encoder.encode(test), schema, grid, "marginals", 2.0, 0
+    )
+    assert [row["weights"] for row in rows] == ["none", "beta_debiased", "calibration"]
+    for row in rows:
+        assert row["downstream_metric"] == metric
+        assert np.isfinite([row["wst"], row["beta_mse"], row["downstream"]]).all()
+        # MSE of a label scaled to [0, 1] is at most 1; ROC-AUC lies in [0, 1].
+        assert 0 <= row["downstream"] <= 1

@@ -9,6 +9,7 @@ they are reproducible; like `SeededNoise`, that seeding exists only in tests.
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from itertools import count
@@ -269,8 +270,14 @@ def test_secure_noise_turns_on_opacus_secure_mode(monkeypatch):
 
     monkeypatch.setattr(DPOptimizer, "__init__", spy)
     generator = make_generator("dpcgan", ENCODER, 2.0, DELTA, steps=2, **SMALL)
-    spends = generator.fit(encoded_census(60, seed=0), NoiseSource(secure=True))
-    assert modes == [True] and spends[-1].params["secure_noise"] is True
+    labels, dpsgd = generator.fit(encoded_census(60, seed=0), NoiseSource(secure=True))
+    assert modes == [True] and dpsgd.params["secure_noise"] is True
+    # Each spend records the noise it really drew: OpenDP's Laplace for the label histogram,
+    # Opacus' secure-mode Gaussian (not OpenDP) for DP-SGD.
+    assert labels.params["noise_source"] == "opendp"
+    assert dpsgd.params["noise_source"] == (
+        "opacus DPOptimizer secure-mode gaussian, torch generator seeded from OS entropy"
+    )
 
 
 def test_generator_features_match_the_discriminator_feature_map():
@@ -289,3 +296,71 @@ def test_progress_bar_on_request(capsys, seeded_noise):
     generator = make_generator("dpgan", ENCODER, 2.0, DELTA, steps=2, progress=True, **SMALL)
     generator.fit(encoded_census(50, seed=0), seeded_noise(0))
     assert "dpgan DP-SGD" in capsys.readouterr().err
+
+
+def test_saturated_discriminator_gives_untied_log_weights_and_a_finite_k_hat():
+    """A saturated D has large logits: P(real | x) rounds to 1 and float32 logits tie, but
+    the log weights (float64 logits) stay distinct in the PSIS tail and k-hat is finite."""
+    from dprelease.diagnostics import psis
+
+    generator = DPGAN(ENCODER, 2.0, DELTA, steps=2, seed=0, **SMALL)
+    _, net = generator.build_networks()
+    last = net[-1]
+    with torch.no_grad():
+        last.weight.mul_(0.1)
+        last.bias.add_(5000.0)  # saturated: logit ~ 5000 for every row
+    rows = encoded_census(2000, seed=3)
+    discriminator = nets.DiscriminatorLogit(net, generator.feature_map())
+    log_weights = weights.estimate(
+        "discriminator", None, rows, discriminator=discriminator
+    ).log_weights
+    features = torch.from_numpy(generator.feature_map()(rows))
+    with torch.no_grad():
+        float32_logits = net(features).squeeze(-1).numpy()
+    assert (torch.sigmoid(torch.from_numpy(float32_logits)) == 1.0).all()  # saturated
+    tail = np.sort(log_weights)[-math.ceil(min(0.2 * 2000, 3 * math.sqrt(2000))) - 1 :]
+    assert len(np.unique(tail)) == len(tail)  # no ties in the tail or at its cutoff
+    np.testing.assert_allclose(log_weights, float32_logits, rtol=1e-6)  # the same function
+    assert len(np.unique(float32_logits)) < 0.5 * len(rows)  # float32 would tie them
+    result = psis(log_weights)
+    assert np.isfinite(result.k_hat)
+    assert not np.isfinite(psis(float32_logits.astype(float)).k_hat)
+
+
+def test_numeric_columns_may_be_named_like_module_attributes():
+    """Column names such as "children" (an nn.Module method) or "a.b" build a generator."""
+    schema = Schema.model_validate(
+        {
+            "dataset": "names",
+            "max_rows": 1000,
+            "budget": {"epsilon": 10.0, "delta": DELTA},
+            "columns": {
+                "children": {"type": "integer", "min": 0, "max": 10},
+                "income.total": {"type": "continuous", "min": 0, "max": 1, "nullable": True},
+                "training": {"type": "categorical", "categories": ["no", "yes"]},
+            },
+        }
+    )
+    encoder = Encoder(schema)
+    generator = DPGAN(encoder, 2.0, DELTA, steps=2, seed=0, **SMALL)
+    net, _ = generator.build_networks()
+    with torch.no_grad():
+        rows = net.sample(50, None, torch.Generator().manual_seed(0))[:, : encoder.width]
+    table = encoder.decode(rows.double().numpy())
+    assert table["children"].between(0, 10).all() and list(table.columns) == list(schema.columns)
+
+
+def test_default_steps_keep_the_per_step_noise_small_on_small_tables():
+    """With max_rows 1,000 (q = 0.256) at epsilon 1, T = 2,000 puts noise 0.09 on D's averaged
+    gradient and G collapsed (tied discriminator weights); the default T keeps it near 0.04.
+    Large tables keep T = 2,000."""
+    from dprelease.generators.gan import DEFAULT_MAX_STEPS, NOISE_PER_STEP_TARGET, default_steps
+
+    small = DPGAN(Encoder(schema_with(max_rows=1000)), 1.0, DELTA)
+    steps = small.options.steps
+    assert 100 < steps < DEFAULT_MAX_STEPS
+    noise = small.noise_multiplier / (2 * 256)
+    assert 0.9 * NOISE_PER_STEP_TARGET <= noise <= 1.05 * NOISE_PER_STEP_TARGET
+    (spend,) = small.planned_spends()
+    assert spend.params["steps"] == steps and small.public_options()["steps"] == steps
+    assert default_steps(1.0, DELTA, 256 / 100_000, 256) == DEFAULT_MAX_STEPS

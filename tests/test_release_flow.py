@@ -19,7 +19,8 @@ from typer.testing import CliRunner
 
 from dprelease.cli import app
 from dprelease.datasets import census_like
-from dprelease.privacy.ledger import Ledger
+from dprelease.planning import DEFAULT_N_SYNTHETIC
+from dprelease.privacy.ledger import Ledger, resolve_ledger_url
 
 ROOT = Path(__file__).parent.parent
 N_REAL = 4321  # a row count that appears nowhere else in a release
@@ -68,11 +69,10 @@ def release_args(input_path: Path, schema: Path, out: Path, *extra: str) -> list
     ]
 
 
-def ledger_json(out: Path, dataset: str = "census-test") -> dict | None:
-    database = out / "ledger.sqlite"
-    if not database.exists():
-        return None
-    with Ledger(f"sqlite:///{database}") as ledger:
+def ledger_json(out: Path | None = None, dataset: str = "census-test") -> dict | None:
+    """The dataset's summary in the default ledger (per test: conftest's DPRELEASE_HOME);
+    `out` is accepted to show the ledger does not depend on it."""
+    with Ledger(resolve_ledger_url()) as ledger:
         return ledger.summary(dataset) if ledger.cap(dataset) else None
 
 
@@ -100,7 +100,8 @@ def test_release_end_to_end(prefect_server, census_csv, tmp_path):
         "weight",
         "log_weight",
     ]
-    assert len(frame) == 3000  # the schema's public max_rows, never the real count
+    # max(the schema's public max_rows = 3000, DEFAULT_N_SYNTHETIC), never the real count
+    assert len(frame) == DEFAULT_N_SYNTHETIC
     assert str(frame["age"].dtype) == "int64" and str(frame["region"].dtype) == "category"
     assert frame["weight"].mean() == pytest.approx(1.0, rel=1e-9)
     assert np.isfinite(frame["log_weight"]).all()
@@ -110,13 +111,13 @@ def test_release_end_to_end(prefect_server, census_csv, tmp_path):
         assert hashlib.sha256((release_dir / name).read_bytes()).hexdigest() == digest
     assert set(manifest["files"]) == {p.name for p in release_dir.iterdir()} - {"manifest.json"}
     assert manifest["release_spend"]["epsilon"] <= 1.0 + 1e-12
-    assert manifest["configuration"]["weights"]["method"] == "beta_debiased"
+    assert manifest["configuration"]["weights"]["method"] == "calibration"
     assert manifest["configuration"]["generator"]["generator"] == "marginals"
     assert "this release spent epsilon=" in manifest["privacy_statement"]
     assert manifest["diagnostics"]["verdict"] in {"good", "ok", "unreliable"}
 
     ledger = pq.read_table(release_dir / "ledger.parquet").to_pandas()
-    assert set(ledger["mechanism"]) == {"laplace-histograms", "weights:beta_debiased"}
+    assert set(ledger["mechanism"]) == {"laplace-histograms", "weights:calibration"}
     assert (ledger["status"] == "spent").all()
     assert (ledger["release_id"] == release_dir.name).all()
 
@@ -207,15 +208,18 @@ def test_refused_configurations_exit_2(prefect_server, census_csv, tmp_path, ext
 def test_ledger_show_json(prefect_server, census_csv, tmp_path):
     out = tmp_path / "releases"
     assert invoke(*release_args(census_csv, schema_file(tmp_path), out, *LENIENT)).exit_code == 0
-    result = invoke("ledger", "show", "census-test", "--json", "--out", out)
+    result = invoke("ledger", "show", "census-test", "--json")
     assert result.exit_code == 0
     shown = json.loads(result.stdout)
-    assert set(shown) == {"dataset", "cap", "spent", "entries"}
+    assert set(shown) == {
+        "dataset", "cap", "accountant", "spent", "by_accountant", "last_release", "notes",
+        "entries",
+    }
     assert shown["cap"] == {"epsilon": 3.0, "delta": 1e-5}
     assert len(shown["entries"]) == 2
-    table = invoke("ledger", "show", "census-test", "--out", out)
-    assert "laplace-histograms" in table.stdout and "spent epsilon=" in table.stdout
-    assert invoke("ledger", "show", "other", "--out", out).exit_code == 2
+    table = invoke("ledger", "show", "census-test")
+    assert "accountant: basic" in table.stdout and "releases like the last one" in table.stdout
+    assert invoke("ledger", "show", "other").exit_code == 2
 
 
 def test_concurrent_releases_publish_exactly_what_the_cap_admits(
@@ -262,6 +266,17 @@ def test_unreliable_weights_exit_4_keep_the_spend_and_publish_nothing(
         return dataclasses.replace(estimate, log_weights=log_weights)
 
     monkeypatch.setattr(weight_methods, "estimate", heavy_tailed)
+    # The default release streams its real rows (tasks.release.streams): same seam there.
+    import tasks.release as release_tasks
+
+    real_estimate_streaming = release_tasks.estimate_streaming
+
+    def heavy_tailed_streaming(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        estimate = real_estimate_streaming(*args, **kwargs)
+        log_weights = 3.0 * np.random.default_rng(0).standard_cauchy(len(estimate.log_weights))
+        return dataclasses.replace(estimate, log_weights=log_weights)
+
+    monkeypatch.setattr(release_tasks, "estimate_streaming", heavy_tailed_streaming)
     out = tmp_path / "releases"
     schema = schema_file(tmp_path)
     result = invoke(*release_args(census_csv, schema, out))
@@ -277,16 +292,22 @@ def test_unreliable_weights_exit_4_keep_the_spend_and_publish_nothing(
     assert "unreliable" in (Path(published.stdout.strip()) / "report.md").read_text()
 
 
-def test_prefect_yaml_deployment_matches_the_flow():
-    from flows.release import release_flow
+def test_prefect_yaml_deployments_match_their_flows():
+    import importlib
 
     config = yaml.safe_load((ROOT / "prefect.yaml").read_text())
-    (deployment,) = config["deployments"]
-    path, name = deployment["entrypoint"].split(":")
-    assert (ROOT / path).exists() and name == release_flow.fn.__name__
-    assert deployment["work_pool"]["name"]
-    assert deployment["schedules"][0]["cron"]
-    release_flow.validate_parameters(deployment["parameters"])
+    assert config["deployments"]
+    for deployment in config["deployments"]:
+        path, name = deployment["entrypoint"].split(":")
+        assert (ROOT / path).exists(), path
+        flow = getattr(importlib.import_module(path.removesuffix(".py").replace("/", ".")), name)
+        assert deployment["work_pool"]["name"]
+        for schedule in deployment.get("schedules", []):  # on-demand deployments have none
+            assert schedule["cron"] and schedule["active"]
+        flow.validate_parameters(deployment["parameters"])
+        # Scheduled runs must not reveal one row through their existence (issue 9).
+        if "on_invalid_rows" in flow.parameters.properties:
+            assert deployment["parameters"]["on_invalid_rows"] == "drop"
 
 
 def test_privbayes_release_through_the_cli(prefect_server, census_csv, tmp_path):

@@ -27,7 +27,13 @@ class LogitDiscriminator:
 
 
 def test_method_lists():
-    assert PRIVATE_METHODS == ("beta_noised", "beta_debiased", "weight_noised", "dp_mlp")
+    assert PRIVATE_METHODS == (
+        "beta_noised",
+        "beta_debiased",
+        "weight_noised",
+        "dp_mlp",
+        "calibration",
+    )
     assert NON_PRIVATE_METHODS == ("logreg", "mlp")
     assert set(METHODS) == {*PRIVATE_METHODS, *NON_PRIVATE_METHODS, "none", "discriminator"}
 

@@ -16,10 +16,10 @@ from dprelease.weights.base import augment
 from dprelease.weights.logistic import (
     coefficient_sensitivity,
     fit_coefficients,
+    gated_log_weights,
     log_bias_correction,
     log_mgf,
     log_weight_sensitivities,
-    perturb_coefficients,
     perturb_log_weights,
 )
 from dprelease.weights.toy import triangle_example, triangle_mass
@@ -89,23 +89,30 @@ def test_weight_noised_sensitivities_by_hand():
 
 def test_plan_calibration_follows_the_privacy_model():
     d, n_g, lam, eps, delta = 4, 1000, 0.05, 1.5, 1e-6
-    delta_2 = math.sqrt(d + 1) / (n_g * lam)
+    # Certified: R / (n0 lam) + 2 g_max / lam with the public g_max = 1e-6 R / n0.
+    g_max = 1e-6 * math.sqrt(d + 1) / n_g
+    delta_2 = math.sqrt(d + 1) / (n_g * lam) + 2 * g_max / lam
     lap = plan("beta_debiased", eps, None, d, n_g, lam=lam, mechanism="laplace")
-    assert lap["sensitivity"] == pytest.approx(math.sqrt(d + 1) * delta_2)
-    assert lap["noise_scale"] == pytest.approx(math.sqrt(d + 1) * delta_2 / eps)
+    assert lap["sensitivity"] == pytest.approx(math.sqrt(d + 1) * delta_2, rel=1e-12)
+    assert lap["noise_scale"] == pytest.approx(math.sqrt(d + 1) * delta_2 / eps, rel=1e-12)
+    assert lap["coefficient_l2_sensitivity"] == pytest.approx(delta_2, rel=1e-12)
+    assert lap["gradient_norm_bound"] == pytest.approx(g_max, rel=1e-12)
     assert (lap["epsilon_spent"], lap["delta_spent"]) == (eps, 0.0)
     gau = plan("beta_debiased", eps, delta, d, n_g, lam=lam, n0=400)
     assert gau["mechanism"] == "gaussian"
-    assert gau["sensitivity"] == pytest.approx(math.sqrt(d + 1) / (400 * lam))
+    assert gau["sensitivity"] == pytest.approx(
+        math.sqrt(d + 1) / (400 * lam) + 2e-6 * math.sqrt(d + 1) / 400 / lam, rel=1e-12
+    )
+    assert gau["gradient_norm_bound"] == pytest.approx(1e-6 * math.sqrt(d + 1) / 400)
     assert gau["noise_scale"] == pytest.approx(gaussian_sigma(gau["sensitivity"], eps, delta))
     assert (gau["epsilon_spent"], gau["delta_spent"]) == (eps, delta)
 
 
 def test_default_lambda_keeps_laplace_defined():
-    # lam = max(0.01, 4 (d + 1) / (n0 epsilon)) => rho <= 1/4
+    # lam = max(0.01, 4 c (d + 1) / (n0 epsilon)), c = 1 + 2e-6 (certification) => rho <= 1/4
     p = plan("beta_debiased", 1.0, None, 20, 2000, mechanism="laplace")
-    assert p["lambda"] == pytest.approx(4 * 21 / 2000)
-    assert p["noise_scale"] == pytest.approx(0.25)
+    assert p["lambda"] == pytest.approx(4 * (1 + 2e-6) * 21 / 2000, rel=1e-12)
+    assert p["noise_scale"] == pytest.approx(0.25, rel=1e-12)
     assert p["weight_variance_finite"] is True
     assert plan("beta_debiased", 1.0, 1e-5, 2, 50_000)["lambda"] == 0.01
     assert plan("logreg", None, None, 20, 100)["lambda"] == 0.01
@@ -117,7 +124,9 @@ def unnormalised_estimates(beta_hat, x_aug, h, mechanism, scale, noise, debias, 
         [
             np.mean(
                 np.exp(
-                    perturb_coefficients(beta_hat, x_aug, mechanism, scale, noise, debias=debias)
+                    gated_log_weights(
+                        beta_hat, x_aug, mechanism, scale, noise, debias=debias, gate=False
+                    )[0]
                 )
                 * h
             )
@@ -199,8 +208,13 @@ def test_estimate_uses_the_plan_and_publishes_nothing_private(toy, seeded_noise)
             estimate(method, r, synthetic, noise=seeded_noise(0), **options).details
             for r in (real, real[:1234])
         ]
-        # details depend on public quantities only: the same for different real tables
+        # details depend on public quantities only: the same for different real tables,
+        # except the noise gate's statistic, a post-processing of the DP coefficients
+        gates = [d.pop("noise_gate", None) for d in details]
         assert details[0] == details[1]
+        if method == "beta_debiased":
+            assert all(set(g) == {"statistic", "degrees_of_freedom", "threshold", "flat"}
+                       for g in gates)
         assert {k: details[0][k] for k in expected} == expected
         json.dumps(details[0])
 
@@ -264,3 +278,98 @@ def test_self_normalise_is_stable():
     assert w[3] == 0.0
     with pytest.raises(ValueError):
         self_normalise(np.array([np.nan, 0.0]))
+
+
+def test_gradient_norm_bounds_the_distance_to_the_minimiser(toy):
+    """Strong convexity: ||beta - beta*|| <= ||grad J(beta)|| / lam for any beta, the step
+    that certifies an approximate fit."""
+    real, synthetic = toy
+    lam, n0 = 0.05, 1000.0
+    beta_star = fit_coefficients(real, synthetic, lam, n0)
+    rng = np.random.default_rng(3)
+    ratios = []
+    for scale in (1e-4, 1e-2, 1.0, 10.0):
+        for _ in range(5):
+            beta = beta_star + scale * rng.normal(size=3)
+            g = np.linalg.norm(objective_gradient(beta, real, synthetic, lam, n0))
+            ratios.append(np.linalg.norm(beta - beta_star) * lam / g)
+    assert max(ratios) <= 1.0
+    assert max(ratios) > 0.5  # the bound is nearly tight along flat directions
+
+
+def test_an_early_stopped_fit_is_refined_to_the_certified_tolerance(toy, monkeypatch):
+    from dprelease.weights import logistic_solver
+
+    real, synthetic = toy
+    lam, n0 = 0.01, 2000.0
+    converged = fit_coefficients(real, synthetic, lam, n0)
+    g_max = logistic_solver.gradient_bound(2, n0)
+    monkeypatch.setattr(logistic_solver, "SOLVER_MAX_ITER", 1)  # scikit-learn stops early
+    with pytest.warns(Warning, match="converge"):
+        refined = fit_coefficients(real, synthetic, lam, n0)
+    assert np.linalg.norm(objective_gradient(refined, real, synthetic, lam, n0)) <= g_max
+    assert np.linalg.norm(refined - converged) <= 2 * g_max / lam
+    # Without refinement steps the uncertified coefficients are refused, naming no value.
+    monkeypatch.setattr(logistic_solver, "MAX_NEWTON_STEPS", 0)
+    with (
+        pytest.warns(Warning, match="converge"),
+        pytest.raises(
+            RuntimeError, match="could not be certified: the gradient norm of J did not reach"
+        ) as refused,
+    ):
+        estimate("beta_debiased", real, synthetic, epsilon=1.0, delta=1e-5, lam=lam)
+    assert not any(ch.isdigit() for ch in str(refused.value))
+
+
+def test_certified_sensitivity_holds_for_early_stopped_neighbouring_fits(monkeypatch):
+    """Neighbouring fits, each stopped after one scikit-learn iteration then certified, differ
+    by at most the certified Delta_2 (the exact-minimiser bound alone is not what is used)."""
+    from dprelease.weights import logistic_solver
+
+    monkeypatch.setattr(logistic_solver, "SOLVER_MAX_ITER", 1)
+    rng = np.random.default_rng(12)
+    ratios = []
+    for trial in range(40):
+        d = int(rng.integers(1, 4))
+        lam = float(10.0 ** rng.uniform(-2, 0))
+        n0 = float(rng.integers(5, 40))
+        real = rng.uniform(size=(int(rng.integers(3, 30)), d)) ** 3
+        synthetic = rng.uniform(size=(int(rng.integers(3, 30)), d)) ** 0.3
+        extra = np.ones((1, d)) if trial % 2 else rng.uniform(size=(1, d))
+        with pytest.warns(Warning, match="converge"):
+            beta = fit_coefficients(real, synthetic, lam, n0)
+            beta_added = fit_coefficients(np.vstack([real, extra]), synthetic, lam, n0)
+        ratios.append(np.linalg.norm(beta - beta_added) / coefficient_sensitivity(d, n0, lam))
+    assert max(ratios) <= 1.0
+
+
+def test_noise_gate_flattens_pure_noise_and_keeps_signal(seeded_noise):
+    """Slopes that are pure DP noise are flattened; a real signal passes; the paper's
+    estimator (gate off) is unchanged. Gaussian: T ~ chi^2_d, threshold d + 2 sqrt(2d)."""
+    from dprelease.weights.logistic import coefficient_log_weights, noisy_coefficients
+    from dprelease.weights.noise_gate import noise_gate
+
+    d, scale = 50, 0.3
+    x_aug = np.hstack([np.random.default_rng(0).uniform(size=(200, d)), np.ones((200, 1))])
+    flats = [
+        gated_log_weights(np.zeros(d + 1), x_aug, "gaussian", scale, seeded_noise(seed),
+                          debias=True, gate=True)[1]["noise_gate"]["flat"]
+        for seed in range(200)
+    ]
+    # P(chi^2_50 > 50 + 2 sqrt(100)) = 0.024: about 98 % of pure-noise draws are flattened.
+    assert 0.94 <= np.mean(flats) <= 1.0
+    signal = np.full(d + 1, 0.3)  # T ~ noncentral chi^2 with lambda = 50: far above
+    log_w, extra = gated_log_weights(signal, x_aug, "gaussian", scale, seeded_noise(1),
+                                     debias=True, gate=True)
+    assert not extra["noise_gate"]["flat"] and np.std(log_w) > 0
+    flat, _ = gated_log_weights(np.zeros(d + 1), x_aug, "gaussian", scale, seeded_noise(2),
+                                debias=True, gate=True)
+    assert np.all(flat == 0)
+    ungated, none = gated_log_weights(np.zeros(d + 1), x_aug, "gaussian", scale,
+                                      seeded_noise(2), debias=True, gate=False)
+    beta_tilde = noisy_coefficients(np.zeros(d + 1), "gaussian", scale, seeded_noise(2))
+    paper = coefficient_log_weights(beta_tilde, x_aug, "gaussian", scale, debias=True)
+    assert none == {} and np.array_equal(ungated, paper)
+    # Laplace: Var(z^2)/Var(z)^2 = 5, threshold d + 2 sqrt(5 d); the intercept is ignored.
+    verdict = noise_gate(np.r_[np.zeros(d), 100.0], "laplace", 0.1)
+    assert verdict["flat"] and verdict["threshold"] == pytest.approx(d + 2 * np.sqrt(5 * d))

@@ -97,3 +97,38 @@ def test_refusals(toy):
         estimate("dp_mlp", real * 2, synthetic, epsilon=1.0, delta=DELTA, steps=5)
     with pytest.raises(InputError, match="unexpected keyword"):
         plan("mlp", None, None, 2, 2000, max_grad_norm=1.0)
+
+
+@pytest.mark.parametrize("secure", [False, True])
+def test_dp_mlp_records_the_noise_it_really_drew(toy, secure):
+    """DP-SGD noise comes from Opacus' optimizer (secure mode on request), never from the
+    NoiseSource (OpenDP in secure mode): the details say so."""
+    from opacus.optimizers import DPOptimizer
+
+    from dprelease.privacy.noise import NoiseSource
+
+    real, synthetic = toy
+    modes, draws = [], []
+    original = DPOptimizer.__init__
+
+    def spy(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        modes.append(kwargs["secure_mode"])
+        original(self, *args, **kwargs)
+
+    class Recording(NoiseSource):
+        def gaussian(self, sigma, size):  # noqa: ANN001, ANN201
+            draws.append(size)
+            return super().gaussian(sigma, size)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(DPOptimizer, "__init__", spy)
+        d = estimate(
+            "dp_mlp", real, synthetic, epsilon=1.0, delta=DELTA, steps=3, sample_rate=0.05,
+            noise=Recording(secure=secure),
+        ).details  # fmt: skip
+    assert modes == [secure] and draws == []
+    mode = "secure-mode " if secure else ""
+    assert d["noise_source"] == (
+        f"opacus DPOptimizer {mode}gaussian, torch generator seeded from OS entropy"
+    )
+    assert "opendp" not in d["noise_source"] and d["secure_noise"] is secure

@@ -26,9 +26,10 @@ from dprelease.encoding import Encoder
 from dprelease.evaluation.metrics import Task, beta_mse, downstream, wasserstein
 from dprelease.generators import make_generator
 from dprelease.planning import (
-    DEFAULT_N_SYNTHETIC,
     DEFAULT_WEIGHTS_FRACTION,
+    default_n_synthetic,
     weights_mechanism,
+    weights_options,
 )
 from dprelease.privacy.accounting import PlannedSpend, Spend, compose
 from dprelease.privacy.ledger import IN_MEMORY_URL, Ledger
@@ -39,7 +40,15 @@ NOT_FOR_PUBLICATION = (
     "Computed on the real table (train/test split): evaluation evidence only, not for "
     "publication and not differentially private."
 )
-DEFAULT_WEIGHT_METHODS = ("none", "logreg", "beta_noised", "beta_debiased", "mlp", "dp_mlp")
+DEFAULT_WEIGHT_METHODS = (
+    "none",
+    "logreg",
+    "beta_noised",
+    "beta_debiased",
+    "calibration",
+    "mlp",
+    "dp_mlp",
+)
 
 
 @dataclass(frozen=True)
@@ -84,9 +93,8 @@ def task_for(schema: Schema, encoder: Encoder) -> Task:
     """The supervised task on the schema's target (its last column when none is named)."""
     name = schema.target or list(schema.columns)[-1]
     (column,) = [c for c in encoder.columns if c.name == name]
-    if isinstance(column.spec, CategoricalColumn):
-        return Task("classification", slice(column.start, column.stop))
-    return Task("regression", slice(column.value_index, column.value_index + 1))
+    kind = "classification" if isinstance(column.spec, CategoricalColumn) else "regression"
+    return Task(kind, slice(column.start, column.stop))
 
 
 def evaluate_cell(
@@ -124,15 +132,15 @@ def evaluate_cell(
             ledger.commit(next(entry_ids), spend)
         fit_seconds = time.perf_counter() - started
         started = time.perf_counter()
-        n_synthetic = grid.n_synthetic or schema.max_rows or DEFAULT_N_SYNTHETIC
+        n_synthetic = grid.n_synthetic or default_n_synthetic(schema)
         synthetic = generator.sample(n_synthetic, np.random.default_rng(seed))
         sample_seconds = time.perf_counter() - started
         rows = []
         for method in methods:
             private = method in weight_methods.PRIVATE_METHODS
-            options = (
-                {"discriminator": generator.discriminator} if method == "discriminator" else {}
-            )
+            options = weights_options(method, {}, encoder)
+            if method == "discriminator":
+                options["discriminator"] = generator.discriminator
             started = time.perf_counter()
             estimate = weight_methods.estimate(
                 method,

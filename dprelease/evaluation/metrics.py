@@ -20,14 +20,16 @@ class Task:
     """A supervised task on the encoded matrix: target features and the other features."""
 
     kind: str  # "classification" or "regression"
-    target: slice  # encoded columns of the target (one-hot block, or one numeric column)
+    # Encoded columns of the target: its one-hot block, or its numeric block (the missing
+    # indicator of a nullable column, then the scaled value, which is the label).
+    target: slice
 
     def split(self, matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(features without the target, label) of encoded rows."""
         keep = np.ones(matrix.shape[1], dtype=bool)
         keep[self.target] = False
         block = matrix[:, self.target]
-        label = np.argmax(block, axis=1) if self.kind == "classification" else block[:, 0]
+        label = np.argmax(block, axis=1) if self.kind == "classification" else block[:, -1]
         return matrix[:, keep], label
 
 
@@ -87,12 +89,12 @@ def downstream(
     x_test, y_test = task.split(real)
     weights = np.asarray(weights, dtype=float)
     if task.kind == "regression":
-        model = MLPRegressor(hidden, max_iter=300, random_state=seed)
+        model = MLPRegressor(hidden_layer_sizes=hidden, max_iter=300, random_state=seed)
         model.fit(x_train, y_train, sample_weight=weights)
         return float(mean_squared_error(y_test, model.predict(x_test)))
     if len(np.unique(y_train)) < 2 or len(np.unique(y_test)) < 2:
         return float("nan")  # AUC is undefined with a single class
-    model = MLPClassifier(hidden, max_iter=300, random_state=seed)
+    model = MLPClassifier(hidden_layer_sizes=hidden, max_iter=300, random_state=seed)
     model.fit(x_train, y_train, sample_weight=weights)
     scores = model.predict_proba(x_test)
     if scores.shape[1] == 2:

@@ -7,11 +7,13 @@ from dprelease.errors import InputError
 from dprelease.generators.base import Discriminator, Generator
 from dprelease.generators.gan import DPCGAN, DPGAN
 from dprelease.generators.marginals import IndependentMarginals
+from dprelease.generators.mbi import AIM, MST
 from dprelease.generators.privbayes import PrivBayes
 
-# gan.py imports torch only inside methods: importing this package stays torch-free.
+# gan.py imports torch and mbi.py opendp/polars only inside methods: importing this package
+# stays light.
 GENERATORS: dict[str, type[Generator]] = {
-    cls.name: cls for cls in (IndependentMarginals, DPGAN, DPCGAN, PrivBayes)
+    cls.name: cls for cls in (IndependentMarginals, DPGAN, DPCGAN, PrivBayes, MST, AIM)
 }
 
 

@@ -25,6 +25,7 @@ from dprelease.generators.base import Generator
 from dprelease.generators.domain import cell_counts, normalise, public_cells, write_cells
 from dprelease.privacy.accounting import PlannedSpend
 from dprelease.privacy.calibration import laplace_scale
+from dprelease.privacy.mechanisms import Laplace
 from dprelease.privacy.noise import NoiseSource
 
 DEFAULT_BINS = 32
@@ -67,6 +68,7 @@ class IndependentMarginals(Generator):
                     "l1_sensitivity": self.sensitivity,
                     "cells": int(sum(c.size for c in self.cells)),
                 },
+                description=Laplace(self.scale, self.sensitivity),
             )
         ]
 
@@ -75,9 +77,20 @@ class IndependentMarginals(Generator):
         return [cell_counts(cells, real) for cells in self.cells]
 
     def _fit(self, real: np.ndarray, noise: NoiseSource) -> list[PlannedSpend]:
+        return self._noisy_fit(self.cell_counts(real), noise)
+
+    def fit_counts(self, counts: list[np.ndarray], noise: NoiseSource) -> list[PlannedSpend]:
+        """Fit from exact cell counts summed outside (chunk by chunk, or reduced over Dask
+        partitions): the same query as `cell_counts(real)`, so the same noise, drawn once."""
+        if [c.shape for c in counts] != [(cells.size,) for cells in self.cells]:
+            raise ValueError("counts do not match the public cells of the columns")
+        spends = self._noisy_fit(counts, noise)
+        self._fitted = True
+        return spends
+
+    def _noisy_fit(self, counts: list[np.ndarray], noise: NoiseSource) -> list[PlannedSpend]:
         self.probabilities = [
-            normalise(np.clip(counts + noise.laplace(self.scale, counts.shape), 0.0, None))
-            for counts in self.cell_counts(real)
+            normalise(np.clip(c + noise.laplace(self.scale, c.shape), 0.0, None)) for c in counts
         ]
         return self.planned_spends()
 

@@ -68,6 +68,7 @@ from dprelease.generators.base import Generator
 from dprelease.generators.domain import cell_index, normalise, public_cells, write_cells
 from dprelease.privacy.accounting import PlannedSpend
 from dprelease.privacy.calibration import laplace_scale
+from dprelease.privacy.mechanisms import Laplace, PureEpsilon
 from dprelease.privacy.noise import NoiseSource
 
 DEFAULT_DEGREE = 1
@@ -167,6 +168,7 @@ class PrivBayes(Generator):
                         "selections": selections,
                         "epsilon_per_selection": self.structure_epsilon / selections,
                     },
+                    description=PureEpsilon(self.structure_epsilon / selections, selections),
                 )
             )
         spends.append(
@@ -181,6 +183,7 @@ class PrivBayes(Generator):
                     "tables": self.n_tables,
                     "max_cells_per_table": self.largest_table,
                 },
+                description=Laplace(self.table_scale, float(self.n_tables)),
             )
         )
         return spends

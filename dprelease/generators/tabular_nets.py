@@ -63,9 +63,9 @@ class FeatureMap:
         self.cells = [public_cells(c, bins) for c in encoder.columns if not c.is_categorical]
         self.width = encoder.width + sum(c.size for c in self.cells)
 
-    def __call__(self, encoded: np.ndarray) -> np.ndarray:
+    def __call__(self, encoded: np.ndarray, dtype: type = np.float32) -> np.ndarray:
         blocks = [encoded] + [np.eye(c.size)[cell_index(c, encoded)] for c in self.cells]
-        return np.hstack(blocks).astype(np.float32)
+        return np.hstack(blocks).astype(dtype)
 
 
 def mlp(
@@ -128,12 +128,15 @@ class TabularGenerator(nn.Module):
         self.latent_dim = latent_dim
         self.columns = encoder.columns
         self.condition = None if condition is None else condition.name
-        numeric = iter(features.cells)
-        self.numeric = nn.ModuleDict(
-            {c.name: _NumericHead(next(numeric)) for c in self.columns if not c.is_categorical}
-        )
+        # Heads in a ModuleList by position, not a ModuleDict by column name: a column may be
+        # called like a Module attribute ("children", "training") or contain a ".".
+        self.numeric = nn.ModuleList([_NumericHead(cells) for cells in features.cells])
+        numeric_names = [c.name for c in self.columns if not c.is_categorical]
+        self.numeric_position = {name: i for i, name in enumerate(numeric_names)}
         n_logits = sum(
-            self.numeric[c.name].n_logits if c.name in self.numeric else c.width
+            self.numeric[self.numeric_position[c.name]].n_logits
+            if c.name in self.numeric_position
+            else c.width
             for c in self.columns
             if c.name != self.condition
         )
@@ -152,8 +155,8 @@ class TabularGenerator(nn.Module):
             if column.name == self.condition:
                 assert condition is not None
                 encoded.append(condition)
-            elif column.name in self.numeric:
-                head = self.numeric[column.name]
+            elif column.name in self.numeric_position:
+                head = self.numeric[self.numeric_position[column.name]]
                 blocks, one_hot = head(logits[:, start : start + head.n_logits], generator)
                 encoded += blocks
                 cells.append(one_hot)
@@ -186,20 +189,26 @@ def discriminator_net(features: FeatureMap, hidden: tuple[int, ...]) -> nn.Modul
 
 
 class DiscriminatorLogit:
-    """The fitted discriminator as the `Discriminator` protocol: logit D(x) per encoded row."""
+    """The fitted discriminator as the `Discriminator` protocol: logit D(x) per encoded row.
+
+    The log weights are the pre-sigmoid output itself, never recovered from a probability
+    (sigmoid rounds to exactly 1 from a logit of about 17 in float32, 37 in float64), and are
+    evaluated in float64 with a float64 copy of the trained network: a saturated
+    discriminator has large logits, where float32's resolution (about 5e-4 at 5,000) would tie
+    rows whose log weights differ, and tied tails defeat the PSIS fit.
+    """
 
     def __init__(self, net: nn.Module, features: FeatureMap) -> None:
-        self._net = net
+        self._net = copy.deepcopy(net).double().eval()
         self._features = features
 
     def logit(self, encoded: np.ndarray) -> np.ndarray:
         encoded = np.asarray(encoded, dtype=float)
-        self._net.eval()
         out = [np.zeros(0)]
         with torch.no_grad():
             for start in range(0, len(encoded), LOGIT_BATCH_ROWS):
-                rows = torch.from_numpy(self._features(encoded[start : start + LOGIT_BATCH_ROWS]))
-                out.append(self._net(rows).squeeze(-1).double().numpy())
+                phi = self._features(encoded[start : start + LOGIT_BATCH_ROWS], np.float64)
+                out.append(self._net(torch.from_numpy(phi)).squeeze(-1).numpy())
         return np.concatenate(out)
 
 

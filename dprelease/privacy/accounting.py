@@ -13,6 +13,14 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from dprelease.privacy.mechanisms import (
+    ApproxDP,
+    Laplace,
+    Mechanism,
+    PureEpsilon,
+    mechanism_from_dict,
+)
+
 NEIGHBOURING = "add/remove-one"
 CAP_SLACK = 1e-12
 
@@ -29,19 +37,61 @@ class Spend:
 
 
 @dataclass(frozen=True)
+class Cap(Spend):
+    """A dataset's lifetime cap and the accountant that checks it (`basic` or `pld`, see
+    `dprelease.privacy.accountants`). None: the accountant recorded in the ledger, or the
+    default one when the dataset is registered."""
+
+    accountant: str | None = None
+
+
+@dataclass(frozen=True)
 class PlannedSpend:
-    """One mechanism's planned cost, with the parameters a tighter accountant would need."""
+    """One mechanism's planned cost, with the parameters a tighter accountant would need.
+
+    `description` is the typed mechanism (`dprelease.privacy.mechanisms`) a tight accountant
+    composes; None means only (epsilon, delta) is known (then it is `ApproxDP`). A JSON dict
+    is parsed. Descriptions whose pure-DP epsilon is known in closed form (Laplace, pure
+    epsilon, approximate DP) must not claim more privacy than (epsilon, delta) does.
+    """
 
     mechanism: str
     epsilon: float
     delta: float
     params: dict = field(default_factory=dict)
+    description: Mechanism | None = None
 
     def __post_init__(self) -> None:
         if not (self.epsilon >= 0 and math.isfinite(self.epsilon)):
             raise ValueError(f"{self.mechanism}: epsilon must be finite and >= 0")
         if not 0 <= self.delta < 1:
             raise ValueError(f"{self.mechanism}: delta must be in [0, 1)")
+        if isinstance(self.description, dict):
+            object.__setattr__(self, "description", mechanism_from_dict(self.description))
+        _check_consistent(self)
+
+    @property
+    def accountable(self) -> Mechanism:
+        """The description, or `ApproxDP(epsilon, delta)` when there is none."""
+        return self.description or ApproxDP(self.epsilon, self.delta)
+
+
+def _check_consistent(spend: PlannedSpend) -> None:
+    d = spend.description
+    if isinstance(d, Laplace):
+        implied = (d.epsilon, 0.0)
+    elif isinstance(d, PureEpsilon):
+        implied = (d.epsilon * d.count, 0.0)
+    elif isinstance(d, ApproxDP):
+        implied = (d.epsilon, d.delta)
+    else:
+        return
+    tolerance = 1e-9 * max(1.0, spend.epsilon)
+    if implied[0] > spend.epsilon + tolerance or implied[1] > spend.delta + CAP_SLACK:
+        raise ValueError(
+            f"{spend.mechanism}: its description {d} is ({implied[0]:g}, {implied[1]:g})-DP, "
+            f"more than the ({spend.epsilon:g}, {spend.delta:g}) it records"
+        )
 
 
 def compose(spends: Iterable[Spend | PlannedSpend]) -> Spend:
@@ -51,3 +101,11 @@ def compose(spends: Iterable[Spend | PlannedSpend]) -> Spend:
         epsilon=math.fsum(spend.epsilon for spend in spends),
         delta=math.fsum(spend.delta for spend in spends),
     )
+
+
+def default_delta(cap: Spend, epsilon: float) -> float:
+    """A release's delta when none is given: the cap's delta in proportion to the share of the
+    cap's epsilon the release spends, `cap.delta * min(1, epsilon / cap.epsilon)`, so epsilon
+    and delta run out together (public: the cap and the arguments only; 0 for a pure-epsilon
+    cap)."""
+    return cap.delta * min(1.0, epsilon / cap.epsilon)

@@ -30,6 +30,15 @@ if TYPE_CHECKING:
     import torch
 
 
+def dpsgd_noise_source(secure: bool) -> str:
+    """The public description of where DP-SGD's noise comes from: Opacus' `DPOptimizer` with a
+    torch generator seeded from OS entropy, in its secure mode (2n = 4 Gaussian draws per
+    coordinate) when `secure`. Never OpenDP: `NoiseSource(secure=True)` only switches the
+    optimizer's mode here."""
+    mode = "secure-mode " if secure else ""
+    return f"opacus DPOptimizer {mode}gaussian, torch generator seeded from OS entropy"
+
+
 def entropy_generator() -> torch.Generator:
     """A torch generator seeded from OS entropy (for DP sampling and noise)."""
     import torch
@@ -63,8 +72,9 @@ class PrivateTraining:
         return float(self.accountant.get_epsilon(delta=delta, alphas=list(RDP_ORDERS)))
 
     def record(self) -> dict:
-        """What the run did, for the ledger entry's parameters."""
+        """What the run did, for the ledger entry's parameters (with the noise it drew)."""
         return {
+            "noise_source": dpsgd_noise_source(bool(self.optimizer.secure_mode)),
             "private_steps": self.steps,
             "opacus_history": [list(entry) for entry in self.accountant.history],
             "opacus_noise_multiplier": float(self.optimizer.noise_multiplier),

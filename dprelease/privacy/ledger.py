@@ -3,10 +3,22 @@
 Protocol of a release:
 1. `check_available` (read-only) refuses a plan that cannot fit before the data is read.
 2. `reserve` inserts the planned spends in ONE transaction that first locks the dataset's
-   row and re-checks the cap under basic composition; it fails closed with
-   `BudgetExceededError`. Only after it returns may a mechanism see the real data.
+   row and re-checks the cap with the dataset's accountant (`basic` or `pld`, recorded with
+   the cap when the dataset is registered; `dprelease.privacy.accountants`), composing the
+   whole history plus the plan; it fails closed with `BudgetExceededError`. Only after it
+   returns may a mechanism see the real data. The per-mechanism privacy loss distributions
+   are built (and cached) from an unlocked read just before, so the locked check only
+   composes them.
 3. `commit` records the actual spend (never more than reserved) and the mechanism's final
-   parameters once it ran.
+   parameters once it ran. Its typed description must be the reserved one, or replace a
+   generic (epsilon, delta) reservation (any mechanism that is (epsilon, delta)-DP within the
+   reservation is dominated by it, so the checked composition only gets tighter).
+
+Each entry stores its typed mechanism description (`dprelease.privacy.mechanisms`) in the
+JSON column `description`, and each dataset its accountant. Ledgers created before these
+columns existed are migrated in place (`ALTER TABLE ... ADD COLUMN`, nullable); their
+datasets keep basic composition (NULL accountant) and their entries count as generic
+(epsilon, delta) mechanisms.
 A reservation is never given back: a run that dies after reserving keeps its spend (it may
 have touched the data), and a retry is a new spend.
 
@@ -26,58 +38,28 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from sqlalchemy import (
-    JSON,
-    Column,
-    DateTime,
-    Double,
-    ForeignKey,
-    Integer,
-    MetaData,
-    String,
-    Table,
-    create_engine,
-    event,
-    insert,
-    select,
-    update,
-)
-from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy import insert, select, update
+from sqlalchemy.engine import Connection, Row
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
-from sqlalchemy.pool import StaticPool
 
 from dprelease.errors import BudgetExceededError, InputError
-from dprelease.privacy.accounting import NEIGHBOURING, PlannedSpend, Spend, compose
+from dprelease.privacy.accountants import (
+    BASIC,
+    DEFAULT_ACCOUNTANT,
+    Composition,
+    check_accountant,
+    compose_history,
+)
+from dprelease.privacy.accounting import NEIGHBOURING, Cap, PlannedSpend, Spend, compose
+from dprelease.privacy.ledger_tables import add_missing_columns as _add_missing_columns
+from dprelease.privacy.ledger_tables import datasets as _datasets
+from dprelease.privacy.ledger_tables import entries as _entries
+from dprelease.privacy.ledger_tables import make_engine as _make_engine
+from dprelease.privacy.ledger_tables import metadata as _metadata
+from dprelease.privacy.mechanisms import KIND_KEY, ApproxDP
 
 RESERVED = "reserved"
 SPENT = "spent"
-
-_metadata = MetaData()
-_datasets = Table(
-    "dprelease_datasets",
-    _metadata,
-    Column("name", String(128), primary_key=True),
-    Column("cap_epsilon", Double, nullable=False),
-    Column("cap_delta", Double, nullable=False),
-    Column("created_at", DateTime(timezone=True), nullable=False),
-)
-_entries = Table(
-    "dprelease_ledger_entries",
-    _metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column(
-        "dataset", String(128), ForeignKey("dprelease_datasets.name"), nullable=False, index=True
-    ),
-    Column("release_id", String(64), nullable=False),
-    Column("mechanism", String(64), nullable=False),
-    Column("epsilon", Double, nullable=False),
-    Column("delta", Double, nullable=False),
-    Column("neighbouring", String(32), nullable=False),
-    Column("params", JSON, nullable=False),
-    Column("status", String(16), nullable=False),
-    Column("reserved_at", DateTime(timezone=True), nullable=False),
-    Column("committed_at", DateTime(timezone=True), nullable=True),
-)
 
 
 @dataclass(frozen=True)
@@ -95,6 +77,7 @@ class LedgerEntry:
     status: str
     reserved_at: str
     committed_at: str | None
+    description: dict | None = None  # JSON form of its mechanisms.Mechanism
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -111,6 +94,7 @@ class Ledger:
         except SQLAlchemyError:
             # Another process created the tables at the same moment; they exist now.
             _metadata.create_all(self.engine)
+        _add_missing_columns(self.engine)
 
     def close(self) -> None:
         self.engine.dispose()
@@ -123,10 +107,12 @@ class Ledger:
 
     def check_available(self, dataset: str, cap: Spend, planned: Sequence[PlannedSpend]) -> None:
         """Refuse (without writing) a plan that would exceed the cap right now."""
+        self._warm_up(dataset, cap, planned)
         with self.engine.begin() as conn:
             stored_cap = self._stored_cap(conn, dataset)
             _check_cap_matches(dataset, stored_cap, cap)
-            _check_fits(dataset, cap, self._spent(conn, dataset), planned)
+            accountant = _accountant_for(stored_cap, cap)
+            _check_fits(dataset, cap, accountant, self._history(conn, dataset), planned)
 
     def reserve(
         self, dataset: str, cap: Spend, release_id: str, planned: Sequence[PlannedSpend]
@@ -135,15 +121,18 @@ class Ledger:
         if not planned:
             raise ValueError("nothing to reserve")
         self._register(dataset, cap)
+        self._warm_up(dataset, cap, planned)
         now = datetime.now(UTC)
         with self.engine.begin() as conn:
             locked = conn.execute(
-                select(_datasets.c.cap_epsilon, _datasets.c.cap_delta)
+                select(_datasets.c.cap_epsilon, _datasets.c.cap_delta, _datasets.c.accountant)
                 .where(_datasets.c.name == dataset)
                 .with_for_update()
             ).one()
-            _check_cap_matches(dataset, Spend(*locked), cap)
-            _check_fits(dataset, cap, self._spent(conn, dataset), planned)
+            stored = Cap(locked.cap_epsilon, locked.cap_delta, locked.accountant or BASIC)
+            _check_cap_matches(dataset, stored, cap)
+            history = self._history(conn, dataset)
+            _check_fits(dataset, cap, stored.accountant, history, planned)
             ids = []
             for spend in planned:
                 result = conn.execute(
@@ -157,6 +146,7 @@ class Ledger:
                         params=_jsonable(spend.params),
                         status=RESERVED,
                         reserved_at=now,
+                        description=_description_json(spend),
                     )
                 )
                 ids.append(int(result.inserted_primary_key[0]))
@@ -167,7 +157,11 @@ class Ledger:
         with self.engine.begin() as conn:
             row = conn.execute(
                 select(
-                    _entries.c.epsilon, _entries.c.delta, _entries.c.status, _entries.c.mechanism
+                    _entries.c.epsilon,
+                    _entries.c.delta,
+                    _entries.c.status,
+                    _entries.c.mechanism,
+                    _entries.c.description,
                 )
                 .where(_entries.c.id == entry_id)
                 .with_for_update()
@@ -188,16 +182,28 @@ class Ledger:
                     params=_jsonable(actual.params),
                     status=SPENT,
                     committed_at=datetime.now(UTC),
+                    description=_committed_description(row, actual),
                 )
             )
 
-    def cap(self, dataset: str) -> Spend | None:
+    def cap(self, dataset: str) -> Cap | None:
+        """The dataset's cap with its accountant (None: never registered)."""
         with self.engine.connect() as conn:
             return self._stored_cap(conn, dataset)
 
     def spent(self, dataset: str) -> Spend:
+        """Basic composition of the dataset's entries (see `composition` for its accountant)."""
         with self.engine.connect() as conn:
-            return self._spent(conn, dataset)
+            return compose(self._history(conn, dataset))
+
+    def composition(self, dataset: str) -> Composition:
+        """The dataset's history composed with its accountant, at its cap's delta."""
+        with self.engine.connect() as conn:
+            cap = self._stored_cap(conn, dataset)
+            history = self._history(conn, dataset)
+        if cap is None:
+            raise InputError(f"dataset {dataset!r} has no entries in the ledger at {self.url}")
+        return compose_history(history, cap, cap.accountant)
 
     def entries(self, dataset: str, *, up_to_id: int | None = None) -> list[LedgerEntry]:
         query = select(_entries).where(_entries.c.dataset == dataset).order_by(_entries.c.id)
@@ -218,19 +224,16 @@ class Ledger:
         ]
 
     def summary(self, dataset: str) -> dict:
-        """The JSON of `dprelease ledger show --json`."""
+        """The JSON of `dprelease ledger show --json` (`ledger_view.summarise`)."""
+        from dprelease.privacy.ledger_view import summarise
+
         cap = self.cap(dataset)
         if cap is None:
             raise InputError(f"dataset {dataset!r} has no entries in the ledger at {self.url}")
-        spent = self.spent(dataset)
-        return {
-            "dataset": dataset,
-            "cap": {"epsilon": cap.epsilon, "delta": cap.delta},
-            "spent": {"epsilon": spent.epsilon, "delta": spent.delta},
-            "entries": [entry.as_dict() for entry in self.entries(dataset)],
-        }
+        return summarise(dataset, cap, self.entries(dataset))
 
     def _register(self, dataset: str, cap: Spend) -> None:
+        accountant = check_accountant(getattr(cap, "accountant", None) or DEFAULT_ACCOUNTANT)
         try:
             with self.engine.begin() as conn:
                 if self._stored_cap(conn, dataset) is None:
@@ -240,69 +243,115 @@ class Ledger:
                             cap_epsilon=cap.epsilon,
                             cap_delta=cap.delta,
                             created_at=datetime.now(UTC),
+                            accountant=accountant,
                         )
                     )
         except IntegrityError:
             pass  # registered concurrently by another run; reserve() compares the caps
 
+    def _warm_up(self, dataset: str, cap: Spend, planned: Sequence[PlannedSpend]) -> None:
+        """Build the history's per-mechanism PLDs (cached) before taking the lock.
+
+        Reads only public descriptions; the decision is taken under the lock, where
+        concurrently added entries are read again and composed from the cache. Composes after
+        the read transaction ends (on SQLite every transaction holds the write lock).
+        """
+        with self.engine.connect() as conn:
+            accountant = _accountant_for(self._stored_cap(conn, dataset), cap)
+            history = self._history(conn, dataset) if accountant != BASIC else []
+        if accountant != BASIC:
+            compose_history([*history, *planned], cap, accountant)
+
     @staticmethod
-    def _stored_cap(conn: Connection, dataset: str) -> Spend | None:
+    def _stored_cap(conn: Connection, dataset: str) -> Cap | None:
         row = conn.execute(
-            select(_datasets.c.cap_epsilon, _datasets.c.cap_delta).where(
+            select(_datasets.c.cap_epsilon, _datasets.c.cap_delta, _datasets.c.accountant).where(
                 _datasets.c.name == dataset
             )
         ).one_or_none()
-        return None if row is None else Spend(*row)
+        return None if row is None else Cap(row[0], row[1], row[2] or BASIC)
 
     @staticmethod
-    def _spent(conn: Connection, dataset: str) -> Spend:
-        rows = conn.execute(
-            select(_entries.c.epsilon, _entries.c.delta).where(_entries.c.dataset == dataset)
-        ).all()
-        return compose(Spend(*row) for row in rows)
+    def _history(conn: Connection, dataset: str) -> list[Row]:
+        """The entries' (epsilon, delta, description) rows, what the accountants compose."""
+        return list(
+            conn.execute(
+                select(_entries.c.epsilon, _entries.c.delta, _entries.c.description)
+                .where(_entries.c.dataset == dataset)
+                .order_by(_entries.c.id)
+            ).all()
+        )
 
 
-def _check_cap_matches(dataset: str, stored: Spend | None, requested: Spend) -> None:
-    if stored is not None and stored != requested:
+def _accountant_for(stored: Cap | None, requested: Spend) -> str:
+    if stored is not None:
+        return stored.accountant or BASIC
+    return check_accountant(getattr(requested, "accountant", None) or DEFAULT_ACCOUNTANT)
+
+
+def _check_cap_matches(dataset: str, stored: Cap | None, requested: Spend) -> None:
+    if stored is None:
+        return
+    if (stored.epsilon, stored.delta) != (requested.epsilon, requested.delta):
         raise InputError(
             f"dataset {dataset!r}: the schema's budget (epsilon={requested.epsilon}, "
             f"delta={requested.delta}) differs from the cap recorded in the ledger "
             f"(epsilon={stored.epsilon}, delta={stored.delta}); a dataset's lifetime cap "
             "cannot change between releases"
         )
-
-
-def _check_fits(dataset: str, cap: Spend, spent: Spend, planned: Sequence[PlannedSpend]) -> None:
-    total = compose([spent, *planned])
-    if not total.fits_within(cap):
-        wanted = compose(planned)
-        raise BudgetExceededError(
-            f"dataset {dataset!r}: this release needs epsilon={wanted.epsilon:g}, "
-            f"delta={wanted.delta:g}, but {spent.epsilon:g} of epsilon={cap.epsilon:g} and "
-            f"{spent.delta:g} of delta={cap.delta:g} are already spent; refusing before "
-            "reading the data"
+    wanted = getattr(requested, "accountant", None)
+    if wanted is not None and wanted != stored.accountant:
+        raise InputError(
+            f"dataset {dataset!r}: the schema's budget asks for the {wanted!r} accountant but "
+            f"the ledger recorded {stored.accountant!r} when the dataset was registered; a "
+            "dataset's accountant cannot change between releases"
         )
 
 
-def _make_engine(url: str) -> Engine:
-    parsed = make_url(url)
-    if parsed.get_backend_name() != "sqlite":
-        return create_engine(url, pool_pre_ping=True)
-    if parsed.database and parsed.database != ":memory:":
-        Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(url, connect_args={"timeout": 120})
-    else:  # in memory (throwaway ledgers of evaluations): one shared connection
-        engine = create_engine(url, connect_args={"check_same_thread": False}, poolclass=StaticPool)
+def _check_fits(
+    dataset: str,
+    cap: Spend,
+    accountant: str,
+    history: Sequence[Row],
+    planned: Sequence[PlannedSpend],
+) -> None:
+    total = compose_history([*history, *planned], cap, accountant)
+    if not total.fits(cap):
+        wanted = compose(planned)
+        spent = compose_history(history, cap, accountant).spent
+        tight = (
+            ""
+            if accountant == BASIC
+            else f" (with it, {accountant} composition gives epsilon={total.spent.epsilon:g} "
+            f"at delta={total.spent.delta:g})"
+        )
+        raise BudgetExceededError(
+            f"dataset {dataset!r}: this release needs epsilon={wanted.epsilon:g}, "
+            f"delta={wanted.delta:g}{tight}, but {spent.epsilon:g} of epsilon={cap.epsilon:g} "
+            f"and {spent.delta:g} of delta={cap.delta:g} are already spent under "
+            f"{accountant} composition; refusing before reading the data"
+        )
 
-    @event.listens_for(engine, "connect")
-    def _manual_transactions(dbapi_connection, _record) -> None:  # noqa: ANN001
-        dbapi_connection.isolation_level = None
 
-    @event.listens_for(engine, "begin")
-    def _write_lock(connection) -> None:  # noqa: ANN001
-        connection.exec_driver_sql("BEGIN IMMEDIATE")
+def _description_json(spend: PlannedSpend) -> dict | None:
+    return None if spend.description is None else spend.description.to_dict()
 
-    return engine
+
+def _committed_description(row: Row, actual: PlannedSpend) -> dict | None:
+    """The description to keep at commit (module docstring, step 3).
+
+    No description in `actual` keeps the reserved one: the reserved mechanism ran, perhaps
+    spending less than reserved.
+    """
+    reserved, new = row.description, _description_json(actual)
+    if new is None or new == reserved:
+        return reserved
+    if reserved is None or reserved.get(KIND_KEY) == ApproxDP.kind:
+        return new
+    raise RuntimeError(
+        f"{row.mechanism} ran a different mechanism ({new}) than it reserved ({reserved}); "
+        "keeping the reservation's description"
+    )
 
 
 def _jsonable(params: dict) -> dict:
@@ -318,15 +367,25 @@ def _iso(moment: datetime | None) -> str | None:
 
 
 LEDGER_URL_ENV = "DPRELEASE_LEDGER_URL"
-
-
+HOME_ENV = "DPRELEASE_HOME"
 IN_MEMORY_URL = "sqlite://"
 
 
-def resolve_ledger_url(ledger_url: str | None, out_dir: str | Path) -> str:
-    """--ledger, else $DPRELEASE_LEDGER_URL, else the SQLite file `OUT/ledger.sqlite`."""
+def default_home() -> Path:
+    """The per-installation data directory: $DPRELEASE_HOME, else $XDG_DATA_HOME/dprelease,
+    else ~/.local/share/dprelease. Independent of --out and the working directory."""
+    if os.environ.get(HOME_ENV):
+        return Path(os.environ[HOME_ENV]).expanduser().resolve()
+    data_home = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
+    return Path(data_home).expanduser().resolve() / "dprelease"
+
+
+def resolve_ledger_url(ledger_url: str | None = None) -> str:
+    """--ledger, else $DPRELEASE_LEDGER_URL, else the SQLite file `ledger.sqlite` in
+    `default_home()`. A dataset's lifetime cap lives in one ledger, so the default never
+    depends on the output directory (a fresh `--out` must not mean a fresh budget)."""
     return (
         ledger_url
         or os.environ.get(LEDGER_URL_ENV)
-        or f"sqlite:///{Path(out_dir).resolve() / 'ledger.sqlite'}"
+        or f"sqlite:///{default_home() / 'ledger.sqlite'}"
     )

@@ -13,11 +13,17 @@ public calibration before any data is read. Methods:
 - weight_noised: noise on the log weights, E[exp(eta)] = 1 (supplement A.1).
 - dp_mlp: MLP trained with relaxed DP-SGD (section 3.4, corrected; Opacus).
 - discriminator: logit of a DP GAN discriminator, post-processing (section 3.5).
+- calibration (the release default): noisy two-way tables of the target with every column
+  (Gaussian/Laplace), raked to the synthetic margins, then exponential tilting of the
+  synthetic rows to them, ridge by the discrepancy principle
+  (`dprelease.weights.calibration`; needs option encoder=; takes the real rows in chunks).
 
 Importing this package does not import torch, opacus or scikit-learn.
 """
 
 from dprelease.weights.api import (
+    CHUNKED_METHODS,
+    ENCODER_METHODS,
     METHODS,
     NON_PRIVATE_METHODS,
     PRIVATE_METHODS,
@@ -28,6 +34,8 @@ from dprelease.weights.base import WeightEstimate, self_normalise
 from dprelease.weights.free import Discriminator
 
 __all__ = [
+    "CHUNKED_METHODS",
+    "ENCODER_METHODS",
     "METHODS",
     "NON_PRIVATE_METHODS",
     "PRIVATE_METHODS",

@@ -15,15 +15,29 @@ from dprelease.weights.base import (
     check_matrix,
     check_number,
 )
+from dprelease.weights.calibration import CALIBRATION
 from dprelease.weights.free import DISCRIMINATOR, NONE
 from dprelease.weights.logistic import BETA_DEBIASED, BETA_NOISED, LOGREG, WEIGHT_NOISED
 from dprelease.weights.neural import DP_MLP, MLP
 
-_SPECS = (NONE, LOGREG, BETA_NOISED, BETA_DEBIASED, WEIGHT_NOISED, MLP, DP_MLP, DISCRIMINATOR)
+_SPECS = (
+    NONE,
+    LOGREG,
+    BETA_NOISED,
+    BETA_DEBIASED,
+    WEIGHT_NOISED,
+    MLP,
+    DP_MLP,
+    DISCRIMINATOR,
+    CALIBRATION,
+)
 _REGISTRY: dict[str, MethodSpec] = {spec.name: spec for spec in _SPECS}
 METHODS = tuple(_REGISTRY)
 PRIVATE_METHODS = tuple(name for name, s in _REGISTRY.items() if s.budget == "private")
 NON_PRIVATE_METHODS = tuple(name for name, s in _REGISTRY.items() if s.budget == "non_private")
+CHUNKED_METHODS = tuple(name for name, s in _REGISTRY.items() if s.chunked)
+# Methods whose public feature map needs the schema's `Encoder` (option encoder=).
+ENCODER_METHODS = (CALIBRATION.name,)
 
 
 def _spec(method: str) -> MethodSpec:
@@ -87,7 +101,8 @@ def estimate(
 ) -> WeightEstimate:
     """Importance weights of the synthetic rows, debiased where applicable.
 
-    `real` and `synthetic` are encoded matrices in [0, 1] (rows x features, no intercept).
+    `real` and `synthetic` are encoded matrices in [0, 1] (rows x features, no intercept);
+    a chunked method (`calibration`) also takes `real` as an iterable of encoded chunks.
     The plan (calibration) is computed first from public quantities only, exactly as `plan`
     computes it; then the real rows are checked and the method fits. Non-private methods and
     the free ones ignore epsilon and delta and spend nothing.
@@ -96,12 +111,17 @@ def estimate(
     x_syn = check_matrix("synthetic", synthetic)
     req = _request(spec, epsilon, delta, x_syn.shape[1], x_syn.shape[0], options, x_syn)
     fixed = spec.plan(req)
-    x_real = check_matrix("real", real, x_syn.shape[1]) if spec.uses_real else None
+    if not spec.uses_real:
+        x_real = None
+    elif spec.chunked and not isinstance(real, np.ndarray):
+        x_real = real  # chunks, checked one by one as the method reads them
+    else:
+        x_real = check_matrix("real", real, x_syn.shape[1])
     noise = noise if noise is not None else NoiseSource()
     log_weights, extra = spec.fit(x_real, x_syn, fixed, noise)
     details = {**fixed.public(), **extra}
-    if spec.budget == "private":
-        details["noise_source"] = noise.kind
+    if spec.budget == "private" and "noise_source" not in extra:
+        details["noise_source"] = noise.kind  # the method drew its noise from `noise`
     return WeightEstimate(
         np.asarray(log_weights, dtype=float), fixed.epsilon_spent, fixed.delta_spent, details
     )

@@ -165,7 +165,11 @@ class MethodSpec:
 
     `budget` is "private" (spends epsilon/delta), "non_private" (benchmark only, the release
     flow refuses it) or "free" (never reads the real rows, or post-processes a DP output).
-    `fit` returns the log weights and extra public details.
+    `fit` returns the log weights and extra public details. A private method whose noise
+    does not come from the `NoiseSource` it is given (DP-SGD draws in Opacus' optimizer)
+    must say where it came from in the details' `noise_source`; otherwise `estimate`
+    records the `NoiseSource`'s kind. A `chunked` method also takes the real rows as an
+    iterable of encoded chunks (the streaming release) and checks each chunk itself.
     """
 
     name: str
@@ -173,3 +177,4 @@ class MethodSpec:
     plan: Callable[[PlanRequest], Plan]
     fit: Fit
     uses_real: bool = True
+    chunked: bool = False

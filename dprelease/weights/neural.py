@@ -24,11 +24,13 @@ with our q, `GradSampleModule` for per-example gradients, `DPOptimizer` with our
 and an `RDPAccountant` hooked to the optimizer, which must end with exactly [(sigma, q, T)].
 
 Randomness (PRIVACY_MODEL.md section 9): the Poisson sampling and the gradient noise use torch
-generators seeded with 64 bits of OS entropy, never a user seed. Opacus' own secure mode needs
+generators seeded with 63 bits of OS entropy, never a user seed. Opacus' own secure mode needs
 torchcsprng (not a dependency); with `NoiseSource(secure=True)` we turn on `DPOptimizer`'s
 `secure_mode`, which sums 2n = 4 Gaussian draws per coordinate against floating-point attacks
-(Holohan and Braghin 2021). The user `seed` fixes only the initial weights (and, for the
-non-private `mlp`, its minibatch order).
+(Holohan and Braghin 2021). The noise never comes from the `NoiseSource` itself (not from
+OpenDP in secure mode): the details' `noise_source` records the optimizer's actual source.
+The user `seed` fixes only the initial weights (and, for the non-private `mlp`, its
+minibatch order).
 
 `mlp` is the non-private counterpart (benchmark only): the same network, optimiser and number
 of steps T, shuffled minibatches of `batch_size` rows, mean loss, no clipping, no noise.
@@ -57,6 +59,7 @@ from dprelease.privacy.calibration import (
     dpsgd_noise_multiplier,
 )
 from dprelease.privacy.dpsgd import private_training
+from dprelease.privacy.mechanisms import DESCRIPTION_KEY, PoissonSubsampledGaussian
 from dprelease.privacy.noise import NoiseSource
 from dprelease.weights.base import (
     MethodSpec,
@@ -261,6 +264,7 @@ def _plan_dp_mlp(req: PlanRequest) -> Plan:
         "accountant": DPSGD_ACCOUNTANT,
         "epsilon_target": epsilon,
         "epsilon_reported": reported,
+        DESCRIPTION_KEY: PoissonSubsampledGaussian(sigma, q, steps).to_dict(),
     }
     return Plan(record, (s, cal), reported, delta)
 

@@ -1,0 +1,1 @@
+"""Differentially private Bayesian inference release kinds (adaptive truncation, ABCDP)."""

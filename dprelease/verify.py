@@ -1,0 +1,422 @@
+"""`verify_release(path)`: check a release directory without trusting the publisher's tooling.
+
+A recipient runs this on a release they received (`dprelease verify RELEASE_DIR`). It reads
+only the files of the release, with pyarrow, json and hashlib (plus numpy for arithmetic);
+it never opens the publisher's ledger database, starts Prefect or imports a generator, so its
+verdict does not rest on the code that produced the release. The one piece of dprelease it
+imports is `dprelease.privacy.accounting` (the definition of basic composition and of "fits
+within the cap", numpy-free and dependency-free), so the verifier and the ledger cannot
+disagree about what the cap means.
+
+Common checks (every kind; a manifest without `kind` is a "synthetic" release, as written
+before release kinds existed):
+
+- `manifest`: `manifest.json` is a JSON object with the fields below.
+- `sha256:<file>`: the sha256 of every file listed in the manifest's `files` is recomputed;
+  `no-extra-files`: the directory holds no file the manifest does not list.
+- `ledger`: `ledger.parquet` is readable with the ledger columns, every row is of this
+  dataset and under the manifest's neighbouring relation (spends only compose under one).
+- `ledger-release-spend`: this release's entries (rows whose `release_id` is the manifest's)
+  sum, under basic composition, to the manifest's `release_spend`; `ledger-status`: every one
+  of them is `spent`.
+- `ledger-dataset-total`: all rows sum to the manifest's `dataset_total`.
+- `cap`: the manifest's cap is the schema's budget (the ledger refuses any other cap).
+- `within-cap`: the dataset total fits the cap -- under basic composition, or, when the
+  manifest names another `accountant` (`accountant`: its name, `accountant_total`: its
+  {epsilon, delta} for the dataset, as `dprelease.privacy.accountants` computes it at the
+  cap's delta), under basic composition or that total (both are valid guarantees; a tight
+  accountant may admit a basic sum above the cap, that is the point of it).
+- `accountant` (only with an accountant other than basic): it states its total, and that
+  total is no larger than the basic sum: an accountant's epsilon at a delta no smaller than
+  the basic delta sum can never exceed the basic epsilon sum (the privacy profile
+  epsilon(delta) is non-increasing and basic composition is a valid bound). At a smaller
+  delta no such comparison holds, so only the cap is checked then.
+- `parquet-metadata`: every Parquet file but the ledger carries the manifest's release id,
+  kind and privacy statement in its Arrow metadata (so a table separated from its manifest
+  still says what it is, and a manifest edited away from the tables is caught).
+- `privacy-statement`: every `epsilon=`/`delta=` number in the manifest's statement is the
+  release spend, the dataset total, the cap or the accountant's total, and the first three
+  are all stated, and it names the accountant: a statement edited away from the numbers is
+  caught.
+
+Kind-specific checks: `KIND_CHECKS[kind](release_dir, manifest) -> list[Check]`. Registry
+design (no import cycles, nothing imported that a release does not need): a kind's check
+function lives in a small module that does `from dprelease.verify import KIND_CHECKS, Check`
+and registers itself at import time (`KIND_CHECKS["abcdp"] = check_abcdp_release`);
+`verify.py` never imports those modules at its top level. It imports the module named in
+`KIND_MODULES[kind]` lazily, the first time a release of that kind is verified. The table is
+explicit on purpose: the `kind` string comes from an untrusted manifest and must never be
+turned into a module name. `dprelease/verify_synthetic.py` is the "synthetic" kind's module
+and the pattern for the others (`dprelease/verify_<kind>.py`, importing no more than this
+module does).
+
+What verification does not prove: the manifest is not signed, so someone who rewrites every
+file consistently (values, ledger, hashes) passes. Authenticity needs the manifest's sha256
+(printed by `dprelease verify`) compared with a digest the publisher announced elsewhere.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import math
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from dprelease.privacy.accounting import Spend, compose
+
+MANIFEST_FILE = "manifest.json"
+LEDGER_FILE = "ledger.parquet"
+DEFAULT_KIND = "synthetic"
+BASIC = "basic"
+# Relative tolerance of sums that were written as float64 and read back (exact in practice;
+# the slack only absorbs a different summation order).
+SUM_RTOL = 1e-9
+SUM_ATOL = 1e-15
+# The statement prints six significant digits.
+STATEMENT_RTOL = 5e-6
+LEDGER_COLUMNS = ("id", "dataset", "release_id", "mechanism", "epsilon", "delta", "status")
+REQUIRED_MANIFEST = {
+    "release_id": str,
+    "dataset": str,
+    "files": dict,
+    "privacy_statement": str,
+    "release_spend": dict,
+    "dataset_total": dict,
+    "cap": dict,
+    "schema": dict,
+}
+_STATEMENT_NUMBER = re.compile(r"\b(epsilon|delta)\s*=\s*([-+0-9.eE]+|inf|nan)")
+
+
+@dataclass(frozen=True)
+class Check:
+    """One named check: passed or not, with a one-line reason."""
+
+    name: str
+    passed: bool
+    reason: str
+
+
+@dataclass(frozen=True)
+class VerificationResult:
+    """All checks of one release and the overall verdict (`passed`: every check holds)."""
+
+    release_dir: Path
+    kind: str | None
+    release_id: str | None
+    manifest_sha256: str | None
+    checks: tuple[Check, ...]
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.checks) and all(check.passed for check in self.checks)
+
+    @property
+    def failed(self) -> list[Check]:
+        return [check for check in self.checks if not check.passed]
+
+
+KindChecks = Callable[[Path, dict], list[Check]]
+KIND_CHECKS: dict[str, KindChecks] = {}
+ROW_COUNT_KEYS = ("n_rows", "row_count", "num_rows", "n_real", "rows")
+# kind -> module that registers its checks into KIND_CHECKS when imported.
+KIND_MODULES: dict[str, str] = {
+    "synthetic": "dprelease.verify_synthetic",
+    "adaptive-truncation": "dprelease.verify_adaptive_truncation",
+    "abcdp": "dprelease.verify_abcdp",
+}
+
+
+def verify_release(path: str | Path) -> VerificationResult:
+    """Run every common check and the checks of the release's kind."""
+    directory = Path(path)
+    manifest, digest, manifest_check = _load_manifest(directory)
+    if manifest is None:
+        return VerificationResult(directory, None, None, digest, (manifest_check,))
+    kind = manifest.get("kind", DEFAULT_KIND)
+    checks = [manifest_check, *_file_checks(directory, manifest["files"])]
+    checks += _guarded("ledger", lambda: _ledger_checks(directory, manifest))
+    checks.append(_statement_check(manifest))
+    checks.append(_no_row_count(manifest))
+    checks += _guarded("parquet-metadata", lambda: [_parquet_metadata(directory, manifest)])
+    checks += _guarded(f"{kind}-checks", lambda: _kind_checks(kind)(directory, manifest))
+    return VerificationResult(directory, kind, manifest["release_id"], digest, tuple(checks))
+
+
+def _no_row_count(manifest: dict) -> Check:
+    """No field of the manifest is named like a real row count (PRIVACY_MODEL.md section 8)."""
+    found = []
+
+    def walk(value: object, path: str) -> None:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if str(key).lower() in ROW_COUNT_KEYS:
+                    found.append(f"{path}{key}")
+                walk(item, f"{path}{key}.")
+
+    walk(manifest, "")
+    if found:
+        return Check("no-row-count", False, f"row-count fields: {', '.join(found)}")
+    return Check("no-row-count", True, "no real row count in the manifest")
+
+
+def spend_of(value: object) -> Spend:
+    """A manifest's {"epsilon": e, "delta": d} as a Spend (ValueError if malformed)."""
+    if not isinstance(value, dict):
+        raise ValueError(f"expected {{epsilon, delta}}, got {type(value).__name__}")
+    epsilon, delta = value.get("epsilon"), value.get("delta")
+    if not all(isinstance(x, int | float) and not isinstance(x, bool) for x in (epsilon, delta)):
+        raise ValueError("epsilon and delta must be numbers")
+    return Spend(float(epsilon), float(delta))
+
+
+def read_parquet(path: Path):  # noqa: ANN201 (pyarrow.Table; pyarrow is imported lazily)
+    import pyarrow.parquet as pq
+
+    return pq.read_table(path)
+
+
+# --- manifest and files ---------------------------------------------------------------------
+
+
+def _load_manifest(directory: Path) -> tuple[dict | None, str | None, Check]:
+    path = directory / MANIFEST_FILE
+    try:
+        raw = path.read_bytes()
+    except OSError as error:
+        return None, None, Check("manifest", False, f"{MANIFEST_FILE} unreadable: {error}")
+    digest = hashlib.sha256(raw).hexdigest()
+    try:
+        manifest = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        return None, digest, Check("manifest", False, f"{MANIFEST_FILE} is not JSON: {error}")
+    if not isinstance(manifest, dict):
+        return None, digest, Check("manifest", False, f"{MANIFEST_FILE} is not a JSON object")
+    wrong = [
+        key for key, kind in REQUIRED_MANIFEST.items() if not isinstance(manifest.get(key), kind)
+    ]
+    if "kind" in manifest and not isinstance(manifest["kind"], str):
+        wrong.append("kind")
+    if wrong:
+        return None, digest, Check("manifest", False, f"missing or malformed: {', '.join(wrong)}")
+    return manifest, digest, Check("manifest", True, f"kind {manifest.get('kind', DEFAULT_KIND)}")
+
+
+def _file_checks(directory: Path, files: dict) -> list[Check]:
+    checks = []
+    for name, expected in sorted(files.items()):
+        check_name = f"sha256:{name}"
+        relative = PurePosixPath(name)
+        if relative.is_absolute() or ".." in relative.parts or name in ("", MANIFEST_FILE):
+            checks.append(Check(check_name, False, "not a file name inside the release"))
+            continue
+        try:
+            actual = hashlib.sha256((directory / relative).read_bytes()).hexdigest()
+        except OSError:
+            checks.append(Check(check_name, False, "listed in the manifest but missing"))
+            continue
+        if actual == expected:
+            checks.append(Check(check_name, True, "matches the manifest"))
+        else:
+            checks.append(Check(check_name, False, "content differs from the manifest's hash"))
+    present = {
+        p.relative_to(directory).as_posix()
+        for p in directory.rglob("*")
+        if p.is_file() or p.is_symlink()
+    } - {MANIFEST_FILE}
+    extra = sorted(present - set(files))
+    checks.append(
+        Check("no-extra-files", False, f"files not in the manifest: {', '.join(extra)}")
+        if extra
+        else Check("no-extra-files", True, f"{len(present)} files, all listed")
+    )
+    return checks
+
+
+# --- ledger and privacy statement -------------------------------------------------------------
+
+
+def _ledger_checks(directory: Path, manifest: dict) -> list[Check]:
+    rows = read_parquet(directory / LEDGER_FILE).to_pylist()
+    missing = [c for c in LEDGER_COLUMNS if rows and c not in rows[0]]
+    if not rows or missing:
+        why = "no entries" if not rows else f"missing columns {', '.join(missing)}"
+        return [Check("ledger", False, f"{LEDGER_FILE}: {why}")]
+    dataset, neighbouring = manifest["dataset"], manifest.get("neighbouring")
+    foreign = [r["id"] for r in rows if r["dataset"] != dataset]
+    relations = {r.get("neighbouring") for r in rows} - {neighbouring}
+    if foreign:
+        checks = [Check("ledger", False, f"entries of another dataset: ids {_ids(foreign)}")]
+    elif neighbouring is not None and relations:
+        checks = [Check("ledger", False, f"entries under another relation: {sorted(relations)}")]
+    else:
+        checks = [Check("ledger", True, f"{len(rows)} entries of dataset {dataset}")]
+
+    mine = [r for r in rows if r["release_id"] == manifest["release_id"]]
+    stated = spend_of(manifest["release_spend"])
+    summed = compose(Spend(r["epsilon"], r["delta"]) for r in mine)
+    if not mine:
+        checks.append(Check("ledger-release-spend", False, "no entries for this release"))
+    else:
+        checks.append(_sum_check("ledger-release-spend", summed, stated, f"{len(mine)} entries"))
+    unspent = [r["id"] for r in mine if r["status"] != "spent"]
+    checks.append(
+        Check("ledger-status", False, f"entries not committed as spent: ids {_ids(unspent)}")
+        if unspent
+        else Check("ledger-status", True, "every entry of this release is spent")
+    )
+    total = compose(Spend(r["epsilon"], r["delta"]) for r in rows)
+    stated_total = spend_of(manifest["dataset_total"])
+    checks.append(_sum_check("ledger-dataset-total", total, stated_total, f"{len(rows)} entries"))
+    checks += _cap_checks(manifest, total)
+    return checks
+
+
+def _cap_checks(manifest: dict, basic_total: Spend) -> list[Check]:
+    cap = spend_of(manifest["cap"])
+    budget = manifest["schema"].get("budget")
+    checks = [
+        Check("cap", True, "equals the schema's budget")
+        if isinstance(budget, dict) and spend_of(budget) == cap
+        else Check("cap", False, "the manifest's cap is not the schema's budget")
+    ]
+    accountant, tight = _accountant(manifest)
+    if accountant == BASIC:
+        checks.append(_fits("within-cap", basic_total, cap, "basic composition"))
+        return checks
+    if tight is None:
+        checks.append(Check("accountant", False, f"accountant {accountant!r} states no total"))
+        return checks
+    comparable = tight.delta >= basic_total.delta - SUM_ATOL
+    if comparable and tight.epsilon > basic_total.epsilon * (1 + SUM_RTOL) + SUM_ATOL:
+        checks.append(
+            Check(
+                "accountant",
+                False,
+                f"{accountant} epsilon {tight.epsilon:.6g} exceeds the basic sum "
+                f"{basic_total.epsilon:.6g} at a larger delta",
+            )
+        )
+    else:
+        checks.append(Check("accountant", True, f"{accountant} total below basic composition"))
+    if basic_total.fits_within(cap):  # both totals are valid guarantees: either may hold
+        checks.append(_fits("within-cap", basic_total, cap, "basic composition"))
+    else:
+        checks.append(_fits("within-cap", tight, cap, f"accountant {accountant}"))
+    return checks
+
+
+def _accountant(manifest: dict) -> tuple[str, Spend | None]:
+    """The manifest's accountant name and its stated dataset total (None if not stated)."""
+    name = manifest.get("accountant", BASIC)
+    total = manifest.get("accountant_total")
+    return str(name), None if total is None else spend_of(total)
+
+
+def _statement_check(manifest: dict) -> Check:
+    statement = manifest["privacy_statement"]
+    try:
+        required = [spend_of(manifest[key]) for key in ("release_spend", "dataset_total", "cap")]
+        allowed = list(required)
+        _, tight = _accountant(manifest)
+    except ValueError as error:
+        return Check("privacy-statement", False, f"malformed spend: {error}")
+    if tight is not None:
+        allowed.append(tight)
+    accountant, _ = _accountant(manifest)
+    if accountant not in statement:
+        return Check("privacy-statement", False, f"does not name the accountant {accountant!r}")
+    stated = {"epsilon": [], "delta": []}
+    for key, number in _STATEMENT_NUMBER.findall(statement):
+        try:
+            stated[key].append(float(number))
+        except ValueError:
+            return Check("privacy-statement", False, f"unreadable number {key}={number}")
+    for key in ("epsilon", "delta"):
+        values = [getattr(spend, key) for spend in allowed]
+        foreign = [x for x in stated[key] if not any(_close(x, v) for v in values)]
+        if foreign:
+            return Check("privacy-statement", False, f"states {key}={foreign[0]:.6g}, not a spend")
+        absent = [
+            getattr(s, key)
+            for s in required
+            if not any(_close(x, getattr(s, key)) for x in stated[key])
+        ]
+        if absent:
+            return Check("privacy-statement", False, f"does not state {key}={absent[0]:.6g}")
+    return Check("privacy-statement", True, "states the ledger's spends and the cap")
+
+
+def _parquet_metadata(directory: Path, manifest: dict) -> Check:
+    import pyarrow.parquet as pq
+
+    expected = {
+        b"dprelease.release_id": manifest["release_id"],
+        b"dprelease.privacy_statement": manifest["privacy_statement"],
+    }
+    if "kind" in manifest:  # releases from before release kinds carry no kind stamp
+        expected[b"dprelease.kind"] = manifest["kind"]
+    names = sorted(n for n in manifest["files"] if n.endswith(".parquet") and n != LEDGER_FILE)
+    for name in names:
+        metadata = pq.read_schema(directory / name).metadata or {}
+        wrong = [
+            key.decode().removeprefix("dprelease.")
+            for key, value in expected.items()
+            if metadata.get(key, b"").decode(errors="replace") != value
+        ]
+        if wrong:
+            return Check("parquet-metadata", False, f"{name}: {', '.join(wrong)} differ")
+    return Check("parquet-metadata", True, f"stamped with this release: {', '.join(names)}")
+
+
+def _close(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=STATEMENT_RTOL, abs_tol=1e-300)
+
+
+def _sum_check(name: str, summed: Spend, stated: Spend, what: str) -> Check:
+    close = all(
+        math.isclose(a, b, rel_tol=SUM_RTOL, abs_tol=SUM_ATOL)
+        for a, b in ((summed.epsilon, stated.epsilon), (summed.delta, stated.delta))
+    )
+    if close:
+        return Check(name, True, f"{what} sum to the manifest's ({_pair(stated)})")
+    return Check(name, False, f"{what} sum to {_pair(summed)}, the manifest says {_pair(stated)}")
+
+
+def _fits(name: str, total: Spend, cap: Spend, how: str) -> Check:
+    if total.fits_within(cap):
+        return Check(name, True, f"{_pair(total)} within cap {_pair(cap)} ({how})")
+    return Check(name, False, f"{_pair(total)} exceeds cap {_pair(cap)} ({how})")
+
+
+def _pair(spend: Spend) -> str:
+    return f"epsilon={spend.epsilon:.6g}, delta={spend.delta:.6g}"
+
+
+def _ids(ids: Iterable[object]) -> str:
+    ids = list(ids)
+    shown = ", ".join(str(i) for i in ids[:5])
+    return shown + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
+
+
+# --- kinds ------------------------------------------------------------------------------------
+
+
+def _kind_checks(kind: str) -> KindChecks:
+    if kind not in KIND_CHECKS and kind in KIND_MODULES:
+        importlib.import_module(KIND_MODULES[kind])
+    if kind not in KIND_CHECKS:
+        raise LookupError(f"no checks for release kind {kind!r} in this installation")
+    return KIND_CHECKS[kind]
+
+
+def _guarded(name: str, run: Callable[[], list[Check]]) -> list[Check]:
+    """Run a group of checks; a file too damaged to read fails the group, it never crashes."""
+    try:
+        return run()
+    except Exception as error:  # noqa: BLE001 - any failure to read is a failed check
+        return [Check(name, False, f"could not be checked: {type(error).__name__}: {error}")]

@@ -1,0 +1,173 @@
+"""Exponential tilting of a weighted sample towards target means, and ESS tempering.
+
+The regularised max-entropy dual used by the calibration weights (`weights/calibration.py`):
+for feature rows phi_1..phi_N, target means m and noise variances v (V = diag(v)),
+
+    F(b) = log sum_i exp(b^T phi_i) - b^T m + (lam / 2) b^T V b,
+
+convex and smooth; its minimiser gives the tilt p_i(b) proportional to exp(b^T phi_i) with
+residual m - mu(b) = lam V b, where mu(b) = sum_i p_i phi_i. The gradient is mu(b) - m + lam V b
+and the Hessian sum_i p_i phi_i phi_i^T - mu mu^T + lam V (positive definite for lam > 0).
+
+Solver: damped Newton (Boyd and Vandenberghe 2004, section 9.5) with backtracking on F and
+the Newton decrement as stopping rule. The features are sparse (one-hot blocks), so the
+Hessian costs O(N k^2) for k active features per row; hand-written because no library
+solves this dual with the discrepancy rule below, and L-BFGS took minutes where Newton takes
+seconds (`benchmarks/utility.py`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import linalg, sparse
+from scipy.special import logsumexp, softmax
+
+LAMBDA_RANGE = (1e-4, 1e6)  # times 1 / sqrt(mean noise variance)
+BISECTION_STEPS = 40
+LAMBDA_TOLERANCE = 0.02  # in log lambda: 2%
+NEWTON_STEPS = 200
+NEWTON_DECREMENT = 1e-12  # stop when lambda(b)^2 / 2 falls below this
+ARMIJO = 0.25
+
+
+def as_sparse(phi: np.ndarray | sparse.sparray) -> sparse.csr_array:
+    return phi if isinstance(phi, sparse.csr_array) else sparse.csr_array(phi)
+
+
+def chi_square(means: np.ndarray, variance: np.ndarray, fitted: np.ndarray) -> float:
+    """sum_j (m_j - fitted_j)^2 / v_j: the residual in units of the noise variance."""
+    return float(np.sum((means - fitted) ** 2 / variance))
+
+
+def distinct_rows(phi: sparse.csr_array) -> tuple[sparse.csr_array, np.ndarray, np.ndarray]:
+    """The distinct rows of a 0/1 feature matrix with k ones in every row (one-hot blocks),
+    their multiplicities, and the index of every row among them: the tilt of N rows is the
+    tilt of the distinct rows with log-multiplicities as offsets, at a fraction of the cost
+    when the cells are coarse (N = 1M synthetic rows have a few thousand distinct cells)."""
+    n = phi.shape[0]
+    per_row = np.diff(phi.indptr)
+    if n == 0 or not np.all(per_row == per_row[0]):
+        raise ValueError("distinct_rows needs the same number of ones in every row")
+    keys = np.sort(phi.indices.reshape(n, per_row[0]), axis=1)
+    unique, inverse, counts = np.unique(keys, axis=0, return_inverse=True, return_counts=True)
+    k = unique.shape[1]
+    indptr = np.arange(0, unique.size + 1, k)
+    data = np.ones(unique.size)
+    compact = sparse.csr_array(
+        (data, unique.ravel(), indptr), shape=(unique.shape[0], phi.shape[1])
+    )
+    return compact, counts.astype(float), inverse.ravel()
+
+
+def tilted_means(
+    phi: np.ndarray | sparse.sparray, b: np.ndarray, counts: np.ndarray | None = None
+) -> np.ndarray:
+    """mu(b) = sum_i p_i(b) phi_i, p_i proportional to c_i exp(b^T phi_i) (c_i = 1 default)."""
+    phi = as_sparse(phi)
+    return softmax(phi @ b + _offset(counts, phi.shape[0])) @ phi
+
+
+def _offset(counts: np.ndarray | None, n: int) -> np.ndarray:
+    return np.zeros(n) if counts is None else np.log(counts)
+
+
+def tilt(
+    phi: np.ndarray | sparse.sparray,
+    means: np.ndarray,
+    variance: np.ndarray,
+    lam: float,
+    start: np.ndarray,
+    counts: np.ndarray | None = None,
+) -> np.ndarray:
+    """argmin_b F(b) (module docstring) by damped Newton from `start`; `counts` are the
+    multiplicities of the rows of phi (`distinct_rows`), 1 by default."""
+    phi = as_sparse(phi)
+    ridge = lam * variance
+    offset = _offset(counts, phi.shape[0])
+
+    def objective(b: np.ndarray) -> float:
+        return float(logsumexp(phi @ b + offset) - b @ means + 0.5 * np.sum(ridge * b * b))
+
+    b = np.asarray(start, dtype=float).copy()
+    value = objective(b)
+    for _ in range(NEWTON_STEPS):
+        p = softmax(phi @ b + offset)
+        mu = p @ phi
+        gradient = mu - means + ridge * b
+        hessian = (phi.T @ (phi.multiply(p[:, None]))).toarray() - np.outer(mu, mu)
+        hessian[np.diag_indices_from(hessian)] += ridge
+        step = _solve(hessian, -gradient)
+        decrement = -float(gradient @ step)
+        if decrement / 2 <= NEWTON_DECREMENT:
+            break
+        size = 1.0
+        while size > 1e-10:
+            candidate = objective(b + size * step)
+            if candidate <= value - ARMIJO * size * decrement:
+                break
+            size /= 2
+        else:
+            break  # no descent left at machine precision
+        b, value = b + size * step, candidate
+    return b
+
+
+def _solve(hessian: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    """Cholesky solve; an ill-conditioned Hessian (lam near 0) falls back to least squares."""
+    try:
+        return linalg.cho_solve(linalg.cho_factor(hessian), rhs)
+    except linalg.LinAlgError:
+        return linalg.lstsq(hessian, rhs)[0]
+
+
+def discrepancy_lambda(
+    phi: np.ndarray | sparse.sparray,
+    means: np.ndarray,
+    variance: np.ndarray,
+    *,
+    target: float,
+    counts: np.ndarray | None = None,
+) -> tuple[float, np.ndarray]:
+    """The largest lam with chi2(lam) <= target, by bisection in log lam (chi2 grows with lam).
+
+    Morozov's discrepancy principle: stop fitting once the residual is at the noise level.
+    At the upper end of `LAMBDA_RANGE` the tilt is essentially flat; if even the lower end
+    leaves chi2 above target (moments no tilt can reach), the lower end is used.
+    """
+    phi = as_sparse(phi)
+    scale = 1.0 / math.sqrt(float(np.mean(variance)))  # lam V b ~ sqrt(v) when b ~ 1
+    low, high = (math.log(v * scale) for v in LAMBDA_RANGE)
+    b_best = tilt(phi, means, variance, math.exp(low), np.zeros(phi.shape[1]), counts)
+    lam_best, start = math.exp(low), b_best
+    for _ in range(BISECTION_STEPS):
+        middle = 0.5 * (low + high)
+        b = tilt(phi, means, variance, math.exp(middle), start, counts)
+        if chi_square(means, variance, tilted_means(phi, b, counts)) <= target:
+            low, b_best, lam_best, start = middle, b, math.exp(middle), b
+        else:
+            high = middle
+        if high - low < LAMBDA_TOLERANCE:
+            break
+    return lam_best, b_best
+
+
+def ess(log_weights: np.ndarray) -> float:
+    """Effective sample size (sum w)^2 / sum w^2 of the weights exp(log_weights)."""
+    return float(math.exp(2 * logsumexp(log_weights) - logsumexp(2 * log_weights)))
+
+
+def temper_for_ess(log_weights: np.ndarray, floor: float) -> float:
+    """The largest t in [0, 1] with ESS(t * log_weights) >= floor * N (ESS falls with t)."""
+    n = log_weights.size
+    if ess(log_weights) >= floor * n:
+        return 1.0
+    low, high = 0.0, 1.0
+    for _ in range(50):
+        middle = 0.5 * (low + high)
+        if ess(middle * log_weights) >= floor * n:
+            low = middle
+        else:
+            high = middle
+    return low

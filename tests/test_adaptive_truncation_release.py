@@ -1,0 +1,185 @@
+"""Adaptive-truncation releases: CLI refusals, the bundle and its verification, the flow.
+
+C7's release part: the release states T but never the real row count; the ledger entries
+carry (epsilon, delta), the spec 6.4 parameters and typed mechanism descriptions.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from dprelease.cli import app
+from dprelease.datasets import census_like
+from dprelease.inference.truncation_privacy import BELOW_MIN_ROWS
+from dprelease.inference.truncation_release import (
+    TruncationConfig,
+    plan_truncation_release,
+    run_truncation_release,
+    truncation_bundle,
+)
+from dprelease.privacy.ledger import Ledger
+from dprelease.release import new_release_id, write_release
+from dprelease.schema import load_schema
+from dprelease.verify import verify_release
+from dprelease.verify_adaptive_truncation import TRANSCRIPT_FILE, truncation_checks
+
+ROOT = Path(__file__).parent.parent
+N_REAL = 2345  # a row count that must appear nowhere in a release
+
+
+@pytest.fixture(scope="module")
+def census(tmp_path_factory) -> tuple[Path, Path]:
+    """A census-like table of N_REAL rows and its schema with a public min_rows of 2000."""
+    directory = tmp_path_factory.mktemp("census")
+    table = directory / "census.csv"
+    census_like(N_REAL, seed=5).to_csv(table, index=False)
+    schema = yaml.safe_load((ROOT / "data" / "census.yaml").read_text())
+    schema.update(dataset="census-truncation", min_rows=2000)
+    schema_path = directory / "schema.yaml"
+    schema_path.write_text(yaml.safe_dump(schema, sort_keys=False))
+    return table, schema_path
+
+
+def invoke(*args: object):  # noqa: ANN201
+    return CliRunner().invoke(app, [str(a) for a in args], catch_exceptions=False)
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (("--column", "region", "--n-steps", "100"), "'region' is categorical"),
+        (("--column", "salary", "--n-steps", "100"), "'salary' is not in the schema"),
+        (("--column", "age", "--n-steps", "2001"), "exceeds the schema's public min_rows 2000"),
+        (("--column", "capital_gain", "--n-steps", "100"), "'capital_gain' is nullable"),
+        (("--column", "age", "--delta", "0"), "needs --delta > 0"),
+        (("--column", "age", "--n-steps", "100", "--engine", "latent_smc"), "not validated"),
+    ],
+)
+def test_cli_refuses_before_any_spend(census, tmp_path, extra, message) -> None:
+    table, schema = census
+    ledger = tmp_path / "ledger.sqlite"
+    result = invoke(
+        "infer", "adaptive-truncation", table, "--schema", schema, "--epsilon", "1",
+        "--ledger", f"sqlite:///{ledger}", "--out", tmp_path / "out", *extra,
+    )  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert not (tmp_path / "out").exists()
+    if ledger.exists():
+        with Ledger(f"sqlite:///{ledger}") as book:
+            assert book.entries("census-truncation") == []
+
+
+def test_design_truncation_command_is_public_and_prints_the_design() -> None:
+    result = invoke("infer", "design-truncation", "--epsilon", "5", "--json")
+    assert result.exit_code == 0, result.output
+    design = json.loads(result.output)
+    assert (design["a"], design["b"]) == (-0.72, 0.72)
+    assert design["fisher"][0][0] == pytest.approx(0.6122, abs=1e-4)
+    refused = invoke("infer", "design-truncation", "--epsilon", "-1")
+    assert refused.exit_code == 2 and "epsilon must be a positive" in refused.output
+
+
+def _library_release(census, tmp_path, noise) -> Path:
+    """The flow's steps without Prefect: plan, reserve, run, commit, bundle, write."""
+    table, schema_path = census
+    schema = load_schema(schema_path)
+    release = plan_truncation_release(
+        schema, TruncationConfig(column="age", epsilon=2.0, n_steps=150, particles=200, seed=3)
+    )
+    values = census_like(N_REAL, seed=5)["age"].to_numpy(float)
+    url = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    release_id = new_release_id()
+    with Ledger(url) as ledger:
+        ids = ledger.reserve(schema.dataset, release.cap, release_id, release.planned_spends)
+        outcome = run_truncation_release(release, values, noise)
+        for entry_id, spend in zip(ids, release.actual_spends(outcome.n_steps), strict=True):
+            ledger.commit(entry_id, spend)
+        entries = ledger.entries(schema.dataset, up_to_id=max(ids))
+        cap = ledger.cap(schema.dataset)
+    bundle = truncation_bundle(
+        release, outcome, release_id=release_id, ledger_entries=entries, release_entry_ids=ids,
+        cap=cap,
+    )  # fmt: skip
+    return write_release(bundle, tmp_path / "releases")
+
+
+def test_release_verifies_and_states_t_but_no_row_count(census, tmp_path, seeded_noise) -> None:
+    directory = _library_release(census, tmp_path, seeded_noise(8))
+    result = verify_release(directory)
+    assert result.passed, [c for c in result.checks if not c.passed]
+    assert {c.name for c in result.checks} >= {"transcript-noise-scale", "truncation-ledger"}
+    manifest = json.loads((directory / "manifest.json").read_text())
+    assert manifest["kind"] == "adaptive-truncation" and manifest["n_steps"] == 150
+    assert "T = 150 rows processed" in manifest["truncation_statement"]
+    for path in directory.iterdir():
+        if path.suffix in (".json", ".md"):
+            assert str(N_REAL) not in path.read_text(), path.name
+    ledger = pq.read_table(directory / "ledger.parquet").to_pylist()
+    (entry,) = ledger
+    params = json.loads(entry["params"])
+    assert (entry["mechanism"], entry["epsilon"], entry["delta"]) == (
+        "adaptive_truncation_laplace", 2.0, 0.0,
+    )  # fmt: skip
+    assert params["n_steps"] == 150 and params["bounds"] == [17.0, 90.0]
+    assert json.loads(entry["description"])["kind"] == "pure_epsilon"
+    transcript = pq.read_table(directory / TRANSCRIPT_FILE).to_pandas()
+    assert len(transcript) == 150 and (transcript.l >= 17).all() and (transcript.r <= 90).all()
+    assert (directory / "trajectory.png").stat().st_size > 0
+    assert "![posterior trajectory](trajectory.png)" in (directory / "report.md").read_text()
+
+
+def test_kind_checks_catch_a_noise_scale_too_small(census, tmp_path, seeded_noise) -> None:
+    directory = _library_release(census, tmp_path, seeded_noise(9))
+    manifest = json.loads((directory / "manifest.json").read_text())
+    path = directory / TRANSCRIPT_FILE
+    arrow = pq.read_table(path)
+    scales = arrow.column("noise_scale").to_numpy() / np.sqrt(2)  # the reference code's bug
+    index = arrow.schema.get_field_index("noise_scale")
+    pq.write_table(arrow.set_column(index, "noise_scale", pa.array(scales)), path)
+    failed = {c.name for c in truncation_checks(directory, manifest) if not c.passed}
+    assert failed == {"transcript-noise-scale"}
+
+
+@pytest.mark.prefect
+def test_cli_release_with_a_dp_count_through_prefect(prefect_server, census, tmp_path) -> None:
+    table, schema = census
+    ledger_url = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    common = ("--schema", schema, "--ledger", ledger_url, "--out", tmp_path / "releases")
+    result = invoke(
+        "infer", "adaptive-truncation", table, *common, "--column", "hours",
+        "--epsilon", "2", "--delta", "1e-6", "--count-epsilon", "0.5", "--max-steps", "80",
+        "--particles", "200", "--on-invalid-rows", "drop",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    directory = Path(result.stdout.strip().splitlines()[-1])
+    assert verify_release(directory).passed
+    manifest = json.loads((directory / "manifest.json").read_text())
+    assert manifest["n_steps"] == 80 and manifest["t_from"] == "dp_count"
+    assert manifest["release_spend"] == {"epsilon": 2.5, "delta": 1e-6}
+    assert "not the real row count" in manifest["dp_row_count"]["note"]
+    with Ledger(ledger_url) as book:
+        entries = book.entries("census-truncation")
+    assert [(e.mechanism, e.epsilon, e.delta) for e in entries] == [
+        ("dp_row_count", 0.5, 0.0), ("adaptive_truncation_laplace", 2.0, 1e-6),
+    ]  # fmt: skip
+    assert entries[0].description == {"kind": "laplace", "scale": 2.0, "l1_sensitivity": 1.0}
+    # A table below the schema's min_rows is refused after reading it, before any spend.
+    small = tmp_path / "small.csv"
+    census_like(300, seed=6).to_csv(small, index=False)
+    refused = invoke(
+        "infer", "adaptive-truncation", small, *common, "--column", "age", "--epsilon", "1",
+        "--n-steps", "1000",
+    )  # fmt: skip
+    assert refused.exit_code == 2 and BELOW_MIN_ROWS in refused.output
+    assert "300" not in refused.output
+    with Ledger(ledger_url) as book:
+        assert len(book.entries("census-truncation")) == 2

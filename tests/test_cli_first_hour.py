@@ -1,0 +1,242 @@
+"""A curator's first hour (issue 9): the default command works, every expected error is one
+clean line without a traceback and comes back before Prefect starts when the data need not
+be read, the ledger does not depend on --out, and invalid rows can be dropped."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from dprelease.cli import app
+from dprelease.datasets import census_like
+from dprelease.planning import ReleaseConfig, resolve_defaults
+from dprelease.privacy.accounting import default_delta
+from dprelease.privacy.ledger import Ledger, resolve_ledger_url
+from dprelease.report_common import human
+from dprelease.schema import Schema, load_schema
+from dprelease.validation import valid_rows
+
+ROOT = Path(__file__).parent.parent
+
+
+def write_schema(tmp_path: Path, *, cap_epsilon: float = 3.0, cap_delta: float = 1e-5) -> Path:
+    schema = yaml.safe_load((ROOT / "data" / "census.yaml").read_text())
+    schema["budget"] = {"epsilon": cap_epsilon, "delta": cap_delta}
+    schema["dataset"] = "first-hour"
+    schema["max_rows"] = 2000
+    path = tmp_path / "schema.yaml"
+    path.write_text(yaml.safe_dump(schema, sort_keys=False))
+    return path
+
+
+@pytest.fixture(scope="module")
+def table(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("first-hour") / "census.csv"
+    census_like(1500, seed=5).to_csv(path, index=False)
+    return path
+
+
+def run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "dprelease.cli", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=300,
+    )
+
+
+def one_clean_error(result: subprocess.CompletedProcess, code: int, message: str) -> None:
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("error:")]
+    assert result.returncode == code, result.stderr
+    assert len(errors) == 1 and message in errors[0], result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    # Besides the error (whose details, e.g. several schema problems, are indented below it)
+    # at most the line naming the ledger.
+    others = [line for line in lines if not line.startswith(("error:", " ", "ledger:"))]
+    assert not others, result.stderr
+
+
+# --- library: defaults and row validity ---------------------------------------------------
+
+
+def test_default_delta_is_the_cap_share_of_the_release():
+    schema = load_schema(ROOT / "data" / "census.yaml")  # cap (12, 1e-5)
+    assert default_delta(schema.budget, 3.0) == pytest.approx(1e-5 * 3.0 / 12.0, rel=1e-12)
+    assert default_delta(schema.budget, 20.0) == pytest.approx(1e-5)  # never above the cap's delta
+    config = resolve_defaults(schema, ReleaseConfig(epsilon=1.0))
+    assert config.delta > 0 and config.generator and config.weights
+    pure = Schema.model_validate(
+        {**schema.public_dict(), "budget": {"epsilon": 12.0, "delta": 0.0}}
+    )
+    config = resolve_defaults(pure, ReleaseConfig(epsilon=1.0))
+    # the defaults need no delta: the calibration weights fall back to Laplace noise
+    assert (config.delta, config.generator, config.weights) == (0.0, "marginals", "calibration")
+
+
+def test_valid_rows_judges_each_row_on_its_own_values():
+    schema = load_schema(ROOT / "data" / "census.yaml")
+    frame = census_like(6, seed=1).astype(object)
+    frame.loc[1, "region"] = "atlantis"  # unknown category
+    frame.loc[2, "sex"] = None  # missing in a non-nullable column
+    frame.loc[3, "hours"] = "many"  # not a number
+    frame.loc[4, "age"] = 30.5  # not an integer
+    frame.loc[5, "capital_gain"] = None  # nullable: fine
+    assert valid_rows(frame, schema).tolist() == [True, False, False, False, False, True]
+
+
+# --- CLI errors before Prefect starts -----------------------------------------------------
+
+
+def test_help_lists_choices_defaults_ledger_variable_and_exit_codes():
+    text = CliRunner().invoke(app, ["release", "--help"], terminal_width=200).output
+    for needle in (
+        "marginals",
+        "privbayes",
+        "beta_debiased",
+        "dp_mlp",
+        "(default: 0.2",
+        "calibration",
+        "DPRELEASE_LEDGER_URL",
+        "Exit codes",
+    ):
+        assert needle in text, needle
+
+
+def test_errors_that_need_no_data_are_one_line_before_prefect(table, tmp_path):
+    schema = write_schema(tmp_path)
+    latin1 = tmp_path / "latin1.csv"
+    latin1.write_bytes("age,r\xe9gion\n1,2\n".encode("latin-1"))
+    extra = tmp_path / "extra.csv"
+    pd.read_csv(table).assign(ssn="x").to_csv(extra, index=False)
+    broken_schema = tmp_path / "broken.yaml"
+    broken_schema.write_text("dataset: x\nbudget: {epsilon: -1, delta: 0}\ncolumns: {}\n")
+    # No Prefect server is reachable at this address: a run that tried to start a flow
+    # would fail with another message (and a traceback).
+    env = {"PREFECT_API_URL": "http://127.0.0.1:9/api"}
+    cases = [
+        ((tmp_path / "missing.csv", "--schema", schema), "input file not found"),
+        ((latin1, "--schema", schema), "not UTF-8"),
+        ((extra, "--schema", schema), "columns not in the schema: ssn"),
+        ((table, "--schema", broken_schema), "invalid schema"),
+        ((table, "--schema", schema, "--generator", "nope"), "unknown generator"),
+        ((table, "--schema", schema, "--weights", "logreg"), "not differentially private"),
+    ]
+    for args, message in cases:
+        result = run_cli("release", *args, "--epsilon", "1", env=env)
+        one_clean_error(result, 2, message)
+    result = run_cli("release", table, "--schema", schema, "--epsilon", "5", env=env)
+    one_clean_error(result, 3, "refusing before reading the data")
+
+
+# --- CLI through Prefect ------------------------------------------------------------------
+
+
+def test_only_epsilon_publishes_with_the_documented_default_delta(
+    prefect_server, table, tmp_path
+):
+    schema = write_schema(tmp_path)
+    out = tmp_path / "releases"
+    result = CliRunner().invoke(
+        app,
+        ["release", str(table), "--schema", str(schema), "--epsilon", "1", "--out", str(out),
+         "--allow-unreliable-weights"],
+    )
+    assert result.exit_code == 0, result.output
+    assert "first release of dataset 'first-hour' in this ledger" in result.stderr
+    manifest = json.loads((Path(result.stdout.strip()) / "manifest.json").read_text())
+    used = manifest["configuration"]["release"]["delta"]
+    assert used == pytest.approx(1e-5 / 3.0, rel=1e-12)  # the cap's delta x 1/3 of its epsilon
+    spent = manifest["release_spend"]["delta"]
+    assert 0 < spent <= used * (1 + 1e-9)  # the Laplace marginals spend none of their share
+    assert f"delta={spent:.6g}" in manifest["privacy_statement"]
+    report = (Path(result.stdout.strip()) / "report.md").read_text()
+    assert f"δ = {human(spent)}" in report
+
+    # Another --out, another working directory: the same ledger, the cap keeps counting.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    os.chdir(elsewhere)
+    try:
+        again = CliRunner().invoke(
+            app,
+            ["release", str(table), "--schema", str(schema), "--epsilon", "1",
+             "--out", str(tmp_path / "other-out"), "--allow-unreliable-weights"],
+        )
+    finally:
+        os.chdir(ROOT)
+    assert again.exit_code == 0, again.output
+    assert "first release" not in again.stderr
+    with Ledger(resolve_ledger_url()) as ledger:
+        assert ledger.spent("first-hour").epsilon == pytest.approx(2.0)
+
+
+def test_pure_epsilon_cap_publishes_with_only_epsilon(prefect_server, table, tmp_path):
+    schema = write_schema(tmp_path, cap_delta=0.0)
+    result = CliRunner().invoke(
+        app, ["release", str(table), "--schema", str(schema), "--epsilon", "1",
+              "--out", str(tmp_path / "releases")],
+    )
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((Path(result.stdout.strip()) / "manifest.json").read_text())
+    assert manifest["release_spend"] == {"epsilon": pytest.approx(1.0), "delta": 0.0}
+    assert manifest["configuration"]["weights"]["method"] == "calibration"
+    assert manifest["configuration"]["weights"]["mechanism"] == "laplace"
+
+
+def test_error_inside_the_flow_is_one_line(prefect_server, table, tmp_path):
+    schema = write_schema(tmp_path)
+    bad = tmp_path / "bad.csv"
+    frame = pd.read_csv(table)
+    frame.loc[3, "region"] = "atlantis"
+    frame.to_csv(bad, index=False)
+    result = run_cli(
+        "release", bad, "--schema", schema, "--epsilon", "1", "--out", tmp_path / "r",
+        env={"PREFECT_API_URL": prefect_server},
+    )
+    one_clean_error(result, 2, "not among the schema's categories")
+
+
+def test_on_invalid_rows_drop_publishes_and_says_so(prefect_server, table, tmp_path):
+    schema = write_schema(tmp_path)
+    bad = tmp_path / "bad.csv"
+    frame = pd.read_csv(table)
+    frame.loc[3, "region"] = "atlantis"
+    frame.loc[7, "sex"] = None
+    frame.to_csv(bad, index=False)
+    empty = tmp_path / "empty.csv"
+    frame.iloc[:0].to_csv(empty, index=False)
+    for path in (bad, empty):
+        result = CliRunner().invoke(
+            app,
+            ["release", str(path), "--schema", str(schema), "--epsilon", "1",
+             "--out", str(tmp_path / "releases"), "--on-invalid-rows", "drop",
+             "--allow-unreliable-weights"],
+        )
+        assert result.exit_code == 0, result.output
+        manifest = json.loads((Path(result.stdout.strip()) / "manifest.json").read_text())
+        assert "invalid input rows were dropped inside the mechanism" in (
+            manifest["privacy_statement"]
+        )
+        assert manifest["configuration"]["release"]["on_invalid_rows"] == "drop"
+
+
+def test_opacus_import_cannot_route_prefect_logs_to_the_terminal():
+    """Opacus calls logging.basicConfig on import; the CLI claims the root logger first, so no
+    stderr handler appears and Prefect's console handler stays the only one (issue 9)."""
+    code = (
+        "import logging; from dprelease.cli_support import claim_root_logger; "
+        "claim_root_logger(); import opacus.utils.module_utils; "
+        "print([type(h).__name__ for h in logging.getLogger().handlers])"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.stdout.strip() == "['NullHandler']", result.stdout + result.stderr

@@ -1,0 +1,117 @@
+"""A real Prefect server creates scheduled flow runs from `prefect.yaml` (issue 9).
+
+SQLAlchemy 2.1 makes Prefect 3.8's scheduler fail every loop ("Can't evaluate bulk DML
+statement") and no scheduled run ever appears; this test deploys the project's
+`prefect.yaml` on a server of its own (own PREFECT_HOME, a free port on 127.0.0.1, bounded
+waits) and asserts that the scheduler service creates runs for every deployment.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+ROOT = Path(__file__).parent.parent
+PREFECT = [sys.executable, "-m", "prefect"]
+
+pytestmark = pytest.mark.prefect
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for(condition, timeout: float, what: str):  # noqa: ANN001, ANN201
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(1.0)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+@pytest.fixture
+def prefect_server_process(tmp_path):
+    port = free_port()
+    api = f"http://127.0.0.1:{port}/api"
+    env = {
+        **os.environ,
+        "PREFECT_HOME": str(tmp_path / "prefect-home"),
+        "PREFECT_API_URL": api,
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS": "2",
+        "PREFECT_SERVER_UI_ENABLED": "false",
+        "DPRELEASE_PROJECT_DIR": str(ROOT),
+    }
+    log = (tmp_path / "server.log").open("w")
+    server = subprocess.Popen(
+        [*PREFECT, "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+
+    def healthy() -> bool:
+        try:
+            return httpx.get(f"{api}/health", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    try:
+        wait_for(healthy, 120, "the Prefect server")
+        yield api, env
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        log.close()
+
+
+def test_prefect_yaml_schedules_create_flow_runs(prefect_server_process):
+    api, env = prefect_server_process
+    config = yaml.safe_load((ROOT / "prefect.yaml").read_text())
+    for pool in {d["work_pool"]["name"] for d in config["deployments"]}:
+        subprocess.run(
+            [*PREFECT, "work-pool", "create", pool, "--type", "process"],
+            env=env, check=True, capture_output=True, timeout=120,
+        )
+    deployed = subprocess.run(
+        [*PREFECT, "--no-prompt", "deploy", "--all"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert deployed.returncode == 0, deployed.stdout[-3000:] + deployed.stderr[-3000:]
+    deployments = httpx.post(f"{api}/deployments/filter", json={}, timeout=10).json()
+    assert {d["name"] for d in deployments} == {d["name"] for d in config["deployments"]}
+    scheduled = {d["name"] for d in config["deployments"] if d.get("schedules")}
+    assert scheduled, "prefect.yaml has no scheduled deployment"
+    deployments = [d for d in deployments if d["name"] in scheduled]
+
+    def scheduled_per_deployment() -> dict | None:
+        runs = httpx.post(
+            f"{api}/flow_runs/filter",
+            json={"flow_runs": {"state": {"type": {"any_": ["SCHEDULED"]}}}},
+            timeout=10,
+        ).json()
+        counts = {d["id"]: 0 for d in deployments}
+        for run in runs:
+            if run.get("deployment_id") in counts:
+                counts[run["deployment_id"]] += 1
+        return counts if all(counts.values()) else None
+
+    counts = wait_for(
+        scheduled_per_deployment, 90, "scheduled flow runs of every scheduled deployment"
+    )
+    assert min(counts.values()) >= 1

@@ -1,0 +1,81 @@
+"""An MST release with calibration weights through the Prefect flow: the ledger
+records rho with the (epsilon, delta) it converts to, and the weights' Gaussian spend."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from dprelease.datasets import census_like
+from dprelease.generators.mbi import zcdp_rho
+from dprelease.planning import ReleaseConfig, plan_release
+from dprelease.schema import load_schema
+
+ROOT = Path(__file__).parent.parent
+N_REAL = 1733
+
+pytestmark = pytest.mark.prefect
+
+
+def test_mst_release_with_calibration_weights(prefect_server, tmp_path):
+    data = tmp_path / "census.csv"
+    census_like(N_REAL, seed=5).to_csv(data, index=False)
+    schema = yaml.safe_load((ROOT / "data" / "census.yaml").read_text())
+    schema |= {"dataset": "mbi-test", "budget": {"epsilon": 3.0, "delta": 1e-5}}
+    schema["max_rows"] = 4000
+    schema_path = tmp_path / "schema.yaml"
+    schema_path.write_text(yaml.safe_dump(schema, sort_keys=False))
+    from flows.release import release_flow
+
+    release_dir = Path(
+        release_flow(
+            input_path=str(data),
+            schema_path=str(schema_path),
+            epsilon=1.0,
+            delta=1e-6,
+            out_dir=str(tmp_path / "out"),
+            generator="mst",
+            generator_options={"iters": 30},
+            weights="calibration",
+            n_synthetic=4000,
+            seed=1,
+            allow_unreliable_weights=True,
+        )
+    )
+
+    plan = plan_release(
+        load_schema(schema_path),
+        ReleaseConfig(
+            epsilon=1.0,
+            delta=1e-6,
+            generator="mst",
+            generator_options={"iters": 30},
+            weights="calibration",
+        ),
+    )
+    (generator_spend,) = plan.generator_spends
+    rho, epsilon = zcdp_rho(plan.generator.epsilon, plan.generator.delta)
+    ledger = pq.read_table(release_dir / "ledger.parquet").to_pandas()
+    rows = {row.mechanism: row for row in ledger.itertuples()}
+    assert set(rows) == {"zcdp-mst", "weights:calibration"}
+    mst = rows["zcdp-mst"]
+    assert mst.epsilon == pytest.approx(epsilon, rel=1e-12)
+    assert mst.epsilon <= plan.generator.epsilon + 1e-12
+    assert mst.delta == pytest.approx(plan.generator.delta)
+    params = json.loads(mst.params)
+    assert params["rho"] == pytest.approx(rho, rel=1e-12) == generator_spend.params["rho"]
+    weights = rows["weights:calibration"]
+    assert weights.epsilon == pytest.approx(plan.weights_budget.epsilon)
+    assert weights.delta == pytest.approx(plan.weights_budget.delta)
+
+    frame = pq.read_table(release_dir / "synthetic.parquet").to_pandas()
+    assert len(frame) == 4000
+    manifest = json.loads((release_dir / "manifest.json").read_text())
+    assert manifest["configuration"]["generator"]["generator"] == "mst"
+    for path in release_dir.iterdir():
+        if path.suffix in {".json", ".md"}:
+            assert str(N_REAL) not in path.read_text(), path.name

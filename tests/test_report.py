@@ -1,0 +1,282 @@
+"""`report.md` of a synthetic release: rounded numbers, the sections a recipient needs, the
+weighted/unweighted warning, runnable snippets, and an artifact without relative images."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import io
+import json
+import re
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from release_fixtures import build_release
+
+from dprelease.release import artifact_markdown
+from dprelease.report import (
+    MEAN_SHIFT_SD,
+    SHARE_SHIFT,
+    column_summary,
+    columns_section,
+    weights_figure,
+)
+from dprelease.report_common import human, percent, privacy_section
+
+N_REAL = 1537  # the fixture's real row count: it must appear nowhere
+
+
+@pytest.fixture(scope="module")
+def release(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("report")
+    build_release(out, seed=0, n_real=N_REAL)
+    return build_release(out, seed=1, n_real=N_REAL)
+
+
+@pytest.fixture(scope="module")
+def report(release) -> str:
+    return (release / "report.md").read_text()
+
+
+@pytest.fixture(scope="module")
+def manifest(release) -> dict:
+    return json.loads((release / "manifest.json").read_text())
+
+
+def prose(report: str) -> str:
+    """The report without code blocks and the verbatim formal statement."""
+    without_code = re.sub(r"```.*?```", "", report, flags=re.S)
+    return "\n".join(line for line in without_code.splitlines() if not line.startswith("> "))
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (0.9000000000000001, "0.9"),
+        (1.0, "1"),
+        (713.901, "714"),
+        (12345.6, "12,346"),
+        (0.123456, "0.123"),
+        (1e-6, "1e-6"),
+        (2.5e-7, "2.5e-7"),
+        (9.000000000000001e-07, "9e-7"),
+        (0.0, "0"),
+        (float("inf"), "infinite"),
+        (float("nan"), "n/a"),
+    ],
+)
+def test_numbers_are_rounded_for_people(value, text):
+    assert human(value) == text
+
+
+def test_percent():
+    assert percent(0.89237) == "89.2%" and percent(float("nan")) == "n/a"
+
+
+def test_the_report_has_every_section(report):
+    headings = [line for line in report.splitlines() if line.startswith("## ")]
+    assert headings == [
+        "## Privacy",
+        "## How it was made",
+        "## Importance weights",
+        "## Columns: unweighted and weighted",
+        "## Using the release",
+        "## Budget of the dataset",
+        "## How to verify this release",
+    ]
+
+
+def test_no_unrounded_number_and_no_real_count(report):
+    # Release ids and times aside (an id holds its creation time: 15:37:24 must not look
+    # like 1,537 real rows), no number carries more than 3 significant decimals.
+    stamps = r"\d{8}T\d{6}Z-[0-9a-f]{8}|\d{4}-\d{2}-\d{2}( \d{2}:\d{2}:\d{2})?( UTC)?"
+    unstamped = re.sub(stamps, "", report)
+    text = prose(unstamped)
+    assert not re.findall(r"\d\.\d{4,}", text)
+    assert not re.findall(r"\d{4,}\.\d", text)
+    assert str(N_REAL) not in unstamped and f"{N_REAL:,}" not in unstamped
+
+
+def test_privacy_section_states_the_delta_used_the_accountant_and_the_policy(report, manifest):
+    spent = manifest["release_spend"]
+    assert f"ε = {human(spent['epsilon'])}, δ = {human(spent['delta'])}" in report
+    assert "basic composition (epsilons add up, deltas add up)" in report
+    assert "Invalid input rows: **refuse**" in report
+    assert f"> {manifest['privacy_statement']}" in report
+    tight = {**manifest, "accountant": "pld", "on_invalid_rows": "drop"}
+    text = "\n".join(privacy_section(tight))
+    assert "the `pld` accountant" in text and "Invalid input rows: **drop**" in text
+    assert "does not depend on any one row" in text
+
+
+def test_budget_shows_remaining_and_past_releases(report, manifest, release):
+    cap, total = manifest["cap"], manifest["dataset_total"]
+    remaining = f"| remaining (basic composition) | {human(cap['epsilon'] - total['epsilon'])} |"
+    assert remaining in report
+    assert "The dataset has 2 releases in its ledger, this one included" in report
+    ledger = pd.read_parquet(release / "ledger.parquet")
+    for release_id in ledger["release_id"].unique():
+        assert f"`{release_id}`" in report
+    assert f"`{manifest['release_id']}` (this release)" in report
+
+
+def test_first_release_says_so(tmp_path):
+    directory = build_release(tmp_path, n_synthetic=300, on_invalid_rows="drop", temper=0.5)
+    text = (directory / "report.md").read_text()
+    assert "This is the first release of this dataset in its ledger." in text
+    assert "Invalid input rows: **drop**" in text
+    assert "tempered before smoothing (w^α with α = 0.5)" in text
+
+
+def test_uniform_weights_report_bounded_weights(tmp_path):
+    directory = build_release(tmp_path, n_synthetic=300, weights="none")
+    text = (directory / "report.md").read_text()
+    assert "| k-hat | none (the largest weights are all equal" in text
+    assert "Warning" not in text  # uniform weights change no summary
+
+
+def test_calibration_weights_say_what_they_were_calibrated_to(tmp_path):
+    directory = build_release(tmp_path, n_synthetic=3000, weights="calibration", epsilon=3.0)
+    text = (directory / "report.md").read_text()
+    manifest = json.loads((directory / "manifest.json").read_text())
+    fit = manifest["configuration"]["weights"]["calibration"]
+    assert "### What the weights were calibrated to" in text
+    assert "high_earner × age" in text  # the census schema's target paired with a column
+    assert f"| unweighted synthetic rows | {human(fit['chi2_unweighted_per_df'])} |" in text
+    # the marginals generator misses every dependence on the target: far outside the noise
+    assert fit["chi2_unweighted_per_df"] > 5
+    assert fit["chi2_weighted_per_df"] < fit["chi2_unweighted_per_df"]
+
+
+def test_k_hat_ess_and_standard_errors_are_explained(report, manifest):
+    assert "**k-hat** (Pareto k) measures how heavy the tail" in report
+    assert "**ESS** (effective sample size) is the number of equally weighted rows" in report
+    assert f"threshold {human(manifest['diagnostics']['threshold'], 2)}" in report
+    assert "they ignore the DP noise in the weights" in report
+
+
+def test_snippets_run_on_the_release(report, release, manifest):
+    placeholder = f"path/to/{manifest['dataset']}/{manifest['release_id']}"
+    blocks = re.findall(r"```python\n(.*?)```", report, flags=re.S)
+    assert len(blocks) == 2 and all(placeholder in block for block in blocks)
+    outputs = []
+    for block in blocks:
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            exec(block.replace(placeholder, str(release)), {})  # noqa: S102
+        outputs.append(printed.getvalue())
+    # Both snippets compute the same weighted mean of the first numeric column.
+    frame = pd.read_parquet(release / "synthetic.parquet")
+    expected = np.average(frame["age"], weights=frame["weight"])
+    (shown,) = re.findall(r"WeightedMean\(mean=(?:np\.float64\()?([-0-9.e+]+)", outputs[0])[:1]
+    assert float(shown) == pytest.approx(expected, rel=1e-12)
+    assert float(outputs[1].strip()) == pytest.approx(expected, rel=1e-12)
+
+
+def summary_text(values: dict, weights: np.ndarray) -> tuple[pd.DataFrame, str]:
+    summary = column_summary(pd.DataFrame(values), weights)
+    return summary, "\n".join(columns_section(summary))
+
+
+def test_warning_only_where_weighted_and_unweighted_differ_a_lot():
+    # x in {0, 1} (sd 0.5); weights 1 + a on the ones, 1 - a on the zeros move the mean by a/2.
+    x = np.repeat([0.0, 1.0], 50)
+    group = pd.Categorical(np.repeat(["a", "b"], 50), categories=["a", "b"])
+    below, above = 2 * 0.9 * MEAN_SHIFT_SD * 0.5, 2 * 1.1 * MEAN_SHIFT_SD * 0.5
+    uniform = np.ones(100)
+    summary, text = summary_text({"x": x}, uniform)
+    assert not summary["differs"].any() and "Warning" not in text
+    summary, text = summary_text({"x": x}, np.where(x == 1, 1 + below, 1 - below))
+    assert not summary["differs"].any() and "Warning" not in text
+    summary, text = summary_text({"x": x}, np.where(x == 1, 1 + above, 1 - above))
+    assert summary["differs"].tolist() == [True]
+    assert "**Warning: the weighted and unweighted summaries differ a lot for x mean" in text
+    assert "(differs a lot)" in text
+    # Category shares: flagged above SHARE_SHIFT (5 points), not below.
+    small = 2 * 0.8 * SHARE_SHIFT
+    summary, text = summary_text({"g": group}, np.where(x == 1, 1 + small, 1 - small))
+    assert not summary["differs"].any() and "Warning" not in text
+    large = 2 * 1.2 * SHARE_SHIFT
+    summary, text = summary_text({"g": group}, np.where(x == 1, 1 + large, 1 - large))
+    assert summary["differs"].tolist() == [True, True]
+    assert "g = a (50.0% unweighted, 44.0% weighted)" in text
+
+
+def test_nullable_columns_use_the_rows_with_a_value():
+    values = np.array([1.0, np.nan, 3.0, np.nan])
+    summary, text = summary_text({"v": values}, np.array([1.0, 5.0, 3.0, 5.0]))
+    row = summary.iloc[0]
+    assert row["rows"] == 2 and row["unweighted"] == 2.0
+    assert row["weighted"] == pytest.approx((1 * 1 + 3 * 3) / 4)
+    assert "| v | mean | 2 | 2.5 ± " in text
+
+
+def test_weights_figure_shows_weight_values_and_the_threshold(release, manifest):
+    frame = pd.read_parquet(release / "synthetic.parquet")
+    weights, raw = frame["weight"].to_numpy(), frame["log_weight"].to_numpy()
+    diagnostics = manifest["diagnostics"]
+    smoothed = np.log(weights)  # weights are exp(smoothed) up to a constant
+    figure = weights_figure(weights, raw, smoothed, diagnostics)
+    histogram, tail, k_hat = figure.axes
+    assert histogram.get_xlabel() == "weight"
+    edges = [patch.get_x() for patch in histogram.patches]
+    assert min(edges) == pytest.approx(weights.min())
+    assert max(p.get_x() + p.get_width() for p in histogram.patches) == pytest.approx(weights.max())
+    largest = tail.lines[1].get_ydata()
+    assert largest[0] == pytest.approx(weights.max())
+    threshold = diagnostics["threshold"]
+    assert any(list(line.get_xdata()) == [threshold, threshold] for line in k_hat.lines)
+    assert any("k-hat" in text.get_text() for text in k_hat.texts)
+    import matplotlib.pyplot as plt
+
+    plt.close(figure)
+
+
+def test_the_report_references_its_figure_and_the_artifact_embeds_it(report, release):
+    assert "](weights.png)" in report
+    markdown = artifact_markdown(release)
+    assert not re.search(r"!\[[^\]]*\]\((?!data:)", markdown)
+    (encoded,) = re.findall(r"\(data:image/png;base64,([A-Za-z0-9+/=]+)\)", markdown)
+    assert base64.b64decode(encoded) == (release / "weights.png").read_bytes()
+
+
+def test_a_long_history_shows_the_most_recent_releases():
+    from dprelease.report_common import MAX_PAST_RELEASES, budget_section
+
+    entries = [
+        {
+            "release_id": f"r{i:03d}",
+            "reserved_at": f"2026-01-{1 + i % 28:02d}T00:00:{i % 60:02d}+00:00",
+            "epsilon": 0.1,
+            "delta": 0.0,
+            "mechanism": mechanism,
+        }
+        for i in range(MAX_PAST_RELEASES + 5)
+        for mechanism in ("laplace-histograms", "laplace-histograms")
+    ]
+    manifest = {
+        "release_id": "r024",
+        "cap": {"epsilon": 10.0, "delta": 1e-5},
+        "dataset_total": {"epsilon": 5.0, "delta": 0.0},
+    }
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    with tempfile.TemporaryDirectory() as directory:
+        pq.write_table(pa.Table.from_pylist(entries), Path(directory) / "ledger.parquet")
+        text = "\n".join(budget_section(Path(directory), manifest))
+    assert f"has {MAX_PAST_RELEASES + 5} releases in its ledger, this one included; the 20" in text
+    rows = [line for line in text.splitlines() if line.startswith("| `r")]
+    assert len(rows) == MAX_PAST_RELEASES
+    assert "| `r024` (this release) | 2026-01-25 | 0.2 | 0 | laplace-histograms |" in text
+    assert "| remaining (basic composition) | 5 | 1e-5 |" in text
+    assert "accountant" not in text
+    manifest.update(accountant="pld", accountant_total={"epsilon": 3.25, "delta": 1e-5})
+    with tempfile.TemporaryDirectory() as directory:
+        pq.write_table(pa.Table.from_pylist(entries), Path(directory) / "ledger.parquet")
+        text = "\n".join(budget_section(Path(directory), manifest))
+    assert "| spent under the `pld` accountant | 3.25 | 1e-5 |" in text
+    assert "| remaining under the `pld` accountant | 6.75 | at δ = 1e-5 |" in text
