@@ -84,25 +84,19 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
+from dprelease.diagnostics.pareto_fit import gpd_quantiles, gpdfit
+from dprelease.diagnostics.psis_tail import select_tail
+
 __all__ = ["PsisResult", "normalised_weights", "psis"]
 
 _MIN_TAIL = 5
-_GRID_MIN_POINTS = 30
-_GRID_PRIOR = 3.0
-_WIP_PRIOR_N = 10.0
-_WIP_PRIOR_K = 0.5
 _CONSTANT_TOL = float(np.finfo(np.float64).eps)
 # Working-set limits, in float64 elements: rows per selection block (bounds the int64 index
-# array of np.argpartition), (rows x grid x tail) per GPD-fit block, and elements per chunk of
-# the exponentiation pass that computes the effective sample sizes.
+# array of np.argpartition) and elements per chunk of the exponentiation pass that computes
+# the effective sample sizes (the GPD fit's own limit is in pareto_fit.py).
 _BLOCK_ELEMENTS = 1 << 22
-_FIT_ELEMENTS = 1 << 21
 _CHUNK_ELEMENTS = 1 << 16
 _MIN_CHUNK_WIDTH = 256
-# Vectors with at least this many draws are pre-filtered through a strided subsample of
-# (at least) _PREFILTER_SAMPLE entries before the partial selection.
-_PREFILTER_MIN_DRAWS = 1 << 16
-_PREFILTER_SAMPLE = 1 << 14
 
 _SMOOTHED, _TOO_FEW, _CONSTANT, _FIT_FAILED = 0, 1, 2, 3
 
@@ -283,7 +277,7 @@ def _smooth_block(
         return np.full(n_rows, np.inf), ess_raw, ess_raw.copy(), status
 
     rows = np.arange(n_rows)[:, None]
-    cutoff, tail_idx = _select_tail(lw, m_tail)
+    cutoff, tail_idx = select_tail(lw, m_tail)
     tail = lw[rows, tail_idx]
     by_value_then_index = np.lexsort((tail_idx, tail), axis=1)
     tail_idx = tail_idx[rows, by_value_then_index]
@@ -303,12 +297,12 @@ def _smooth_block(
     fit_rows = np.flatnonzero(~constant)
     if fit_rows.size:
         exp_cutoff = np.exp(cutoff_s[fit_rows])
-        k, sigma = _gpdfit(np.exp(tail_s[fit_rows]) - exp_cutoff[:, None])
+        k, sigma = gpdfit(np.exp(tail_s[fit_rows]) - exp_cutoff[:, None])
         ok = np.isfinite(k) & np.isfinite(sigma) & (sigma > 0.0)
         rows_ok = fit_rows[ok]
         k_hat[rows_ok] = k[ok]
         status[rows_ok] = _SMOOTHED
-        q = _gpd_quantiles(m_tail, k[ok], sigma[ok])
+        q = gpd_quantiles(m_tail, k[ok], sigma[ok])
         smoothed_s[rows_ok] = np.minimum(np.log(exp_cutoff[ok][:, None] + q), 0.0)
         new_tail[rows_ok] = smoothed_s[rows_ok] + lw_max[rows_ok, None]
 
@@ -324,99 +318,6 @@ def _smooth_block(
     ess_raw = _ess(log_body1, log_body2, tail_s)
     ess = _ess(log_body1, log_body2, smoothed_s)
     return k_hat, ess, ess_raw, status
-
-
-def _select_tail(lw: np.ndarray, m_tail: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per row: the cutoff (the (M+1)-th largest value) and the indices of the M tail entries
-    (unordered), with ties at the cutoff resolved as loo's stable sort resolves them."""
-    n_rows, n_draws = lw.shape
-    if n_draws >= _PREFILTER_MIN_DRAWS:
-        cutoff = np.empty(n_rows)
-        tail_idx = np.empty((n_rows, m_tail), dtype=np.intp)
-        for r in range(n_rows):
-            cutoff[r], tail_idx[r] = _select_tail_prefiltered(lw[r], m_tail)
-    else:
-        order = np.argpartition(lw, n_draws - m_tail - 1, axis=1)
-        cutoff = lw[np.arange(n_rows), order[:, n_draws - m_tail - 1]]
-        tail_idx = np.ascontiguousarray(order[:, n_draws - m_tail :])
-    tied_rows = np.flatnonzero(lw[np.arange(n_rows)[:, None], tail_idx].min(axis=1) == cutoff)
-    for r in tied_rows:
-        # Values equal to the cutoff straddle it: keep every entry above it plus the tied
-        # entries with the largest indices (the last ones in a stable ascending sort).
-        above = np.flatnonzero(lw[r] > cutoff[r])
-        tied = np.flatnonzero(lw[r] == cutoff[r])
-        tail_idx[r] = np.concatenate((above, tied[tied.size - (m_tail - above.size) :]))
-    return cutoff, tail_idx
-
-
-def _select_tail_prefiltered(row: np.ndarray, m_tail: int) -> tuple[float, np.ndarray]:
-    """Cutoff and tail indices of one long vector, selecting among the entries at or above a
-    lower bound for the cutoff taken from a strided subsample.
-
-    If at least ``M + 1`` entries reach the bound, the cutoff is >= the bound, so every entry
-    >= the cutoff (tail, cutoff and all ties) is a candidate and the selection is exact.
-    Otherwise (e.g. a periodic input aligned with the stride) the whole row is used.
-    """
-    sample = row[:: row.size // _PREFILTER_SAMPLE]
-    expected = sample.size * (m_tail + 1) / row.size  # sampled entries at or above the cutoff
-    rank = min(sample.size, math.ceil(2.0 * expected + 4.0 * math.sqrt(expected) + 8.0))
-    bound = np.partition(sample, sample.size - rank)[sample.size - rank]
-    candidates = np.flatnonzero(row >= bound)
-    if candidates.size <= m_tail:
-        order = np.argpartition(row, row.size - m_tail - 1)
-        return float(row[order[row.size - m_tail - 1]]), order[row.size - m_tail :]
-    values = row[candidates]
-    order = np.argpartition(values, candidates.size - m_tail - 1)
-    return float(values[order[candidates.size - m_tail - 1]]), candidates[
-        order[candidates.size - m_tail :]
-    ]
-
-
-def _gpdfit(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Zhang-Stephens (2009) GPD fit with loo/posterior's weakly informative prior on k.
-
-    ``x``: exceedances, shape ``(n_rows, M)``, each row sorted ascending, ``x >= 0``,
-    ``x[:, -1] > 0``. Returns ``(k_hat, sigma)`` per row; NaN where the first-quartile
-    anchor ``x*`` is 0 (loo's fit is NaN there: the grid is ``-inf``) or the fit degenerates.
-    """
-    n_rows, m_tail = x.shape
-    n_grid = _GRID_MIN_POINTS + math.isqrt(m_tail)
-    anchor = x[:, int(m_tail / 4 + 0.5) - 1]
-    fit = anchor > 0.0
-    anchor = np.where(fit, anchor, 1.0)
-    grid = (1.0 - np.sqrt(n_grid / (np.arange(1, n_grid + 1) - 0.5))) / _GRID_PRIOR
-    theta = 1.0 / x[:, -1:] + grid / anchor[:, None]
-
-    prof_k = np.empty((n_rows, n_grid))
-    rows_per_fit = max(1, _FIT_ELEMENTS // (n_grid * m_tail))
-    for a in range(0, n_rows, rows_per_fit):
-        b = min(a + rows_per_fit, n_rows)
-        t = theta[a:b, :, None] * x[a:b, None, :]
-        np.negative(t, out=t)
-        np.log1p(t, out=t)
-        prof_k[a:b] = t.mean(axis=2)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        loglik = m_tail * (np.log(-theta / prof_k) - prof_k - 1.0)
-        top = loglik.max(axis=1, keepdims=True)
-        lse = top + np.log(np.exp(loglik - top).sum(axis=1, keepdims=True))
-        weights = np.exp(loglik - lse)
-        theta_hat = (theta * weights).sum(axis=1)
-        k = np.log1p(-theta_hat[:, None] * x).mean(axis=1)
-        sigma = -k / theta_hat
-    k = (k * m_tail + _WIP_PRIOR_K * _WIP_PRIOR_N) / (m_tail + _WIP_PRIOR_N)
-    k[~fit] = np.nan
-    sigma[~fit] = np.nan
-    return k, sigma
-
-
-def _gpd_quantiles(m_tail: int, k: np.ndarray, sigma: np.ndarray) -> np.ndarray:
-    """GPD(0, sigma, k) quantiles at ``p_z = (z - 1/2)/M``, z = 1..M, one row per (k, sigma)."""
-    log1m_p = np.log1p(-(np.arange(1, m_tail + 1) - 0.5) / m_tail)
-    kk = k[:, None]
-    safe_k = np.where(kk == 0.0, 1.0, kk)
-    return np.where(
-        kk == 0.0, -sigma[:, None] * log1m_p, sigma[:, None] * np.expm1(-kk * log1m_p) / safe_k
-    )
 
 
 def _power_sums(a: np.ndarray, shift: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
