@@ -5,7 +5,8 @@ from __future__ import annotations
 from dprelease.encoding import Encoder
 from dprelease.errors import InputError
 from dprelease.generators.base import Discriminator, Generator
-from dprelease.generators.gan import DPCGAN, DPGAN
+from dprelease.generators.cgan import DPCGAN
+from dprelease.generators.gan import DPGAN
 from dprelease.generators.marginals import IndependentMarginals
 from dprelease.generators.mbi import AIM, MST
 from dprelease.generators.privbayes import PrivBayes

@@ -48,12 +48,7 @@ counted; after training its history must be exactly [(sigma, q, T)] and the repo
 (same accountant, `dpsgd_epsilon`) in [0.98 target, target], else the run fails (having
 spent). Opacus' `ModuleValidator` checks D has no batch normalisation.
 
-DP-CGAN's label distribution is DP too: a histogram of the target over its public categories
-(empty ones included) with Laplace noise of scale 1 / epsilon_label (one row changes one
-count by 1: L1 sensitivity 1), clipped and normalised; fake batches and synthetic rows draw
-labels from it. epsilon_label = `label_fraction` * epsilon (default 0.1: at epsilon = 1 the
-scale is 10 counts, small against any table a GAN can learn from, while DP-SGD keeps 90% of
-the budget); DP-SGD gets the rest and the whole delta. Two ledger entries, composed basically.
+DP-CGAN (`cgan.py`) also releases a DP label distribution: a second ledger entry.
 
 Randomness (PRIVACY_MODEL.md section 9). Poisson sampling, the gradient noise and the fake
 batches use torch generators seeded with 63 bits of OS entropy (`secrets`), never a user seed.
@@ -85,15 +80,14 @@ import numpy as np
 from dprelease.encoding import EncodedColumn, Encoder
 from dprelease.errors import InputError
 from dprelease.generators.base import Discriminator, Generator
-from dprelease.generators.domain import cell_counts, normalise, public_cells
+from dprelease.generators.gan_steps import default_steps
 from dprelease.privacy.accounting import NEIGHBOURING, PlannedSpend
 from dprelease.privacy.calibration import (
     DPSGD_ACCOUNTANT,
     dpsgd_epsilon,
     dpsgd_noise_multiplier,
-    laplace_scale,
 )
-from dprelease.privacy.mechanisms import Laplace, PoissonSubsampledGaussian
+from dprelease.privacy.mechanisms import PoissonSubsampledGaussian
 from dprelease.privacy.noise import NoiseSource
 
 if TYPE_CHECKING:
@@ -102,10 +96,6 @@ if TYPE_CHECKING:
     from dprelease.generators.tabular_nets import FeatureMap, TabularGenerator
 
 ACCOUNTANT_TOLERANCE = 0.02  # reported epsilon in [(1 - tol) target, target]
-DEFAULT_LABEL_FRACTION = 0.1
-DEFAULT_MAX_STEPS = 2000
-DEFAULT_MIN_STEPS = 50
-NOISE_PER_STEP_TARGET = 0.04  # sigma / (2L), see `default_steps`
 STATE_FILE = "gan_state.pt"
 ARCHITECTURE_FILE = "gan.json"
 FORMAT_VERSION = 1
@@ -381,95 +371,6 @@ class DPGAN(Generator):
         gan.label_probabilities = None if labels is None else np.asarray(labels, dtype=float)
         gan._fitted = True
         return gan
-
-
-class DPCGAN(DPGAN):
-    """Conditional DP-GAN on the schema's categorical target, with a DP label histogram."""
-
-    name = "dpcgan"
-
-    def __init__(
-        self,
-        encoder: Encoder,
-        epsilon: float,
-        delta: float = 0.0,
-        *,
-        label_fraction: float = DEFAULT_LABEL_FRACTION,
-        **options: Any,
-    ):
-        if not 0 < label_fraction < 1:
-            raise ValueError("label_fraction must be in (0, 1)")
-        self.label_fraction = label_fraction
-        super().__init__(encoder, epsilon, delta, **options)
-        assert self.target is not None
-        self.label_scale = laplace_scale(1.0, self.label_epsilon)
-
-    def _condition_column(self) -> EncodedColumn:
-        target = self.encoder.schema.target
-        columns = {column.name: column for column in self.encoder.columns}
-        if target is None or not columns[target].is_categorical:
-            raise InputError(
-                f"{self.name} conditions on the schema's target, which must be a categorical "
-                f"column (target: {target!r}); set a categorical target or use dpgan"
-            )
-        return columns[target]
-
-    def public_options(self) -> dict[str, Any]:
-        return {**super().public_options(), "label_fraction": self.label_fraction}
-
-    def _label_spends(self) -> list[PlannedSpend]:
-        assert self.target is not None
-        return [
-            PlannedSpend(
-                mechanism="laplace-histogram",
-                epsilon=self.label_epsilon,
-                delta=0.0,
-                params={
-                    "component": "generator",
-                    "generator": self.name,
-                    "column": self.target.name,
-                    "laplace_scale": self.label_scale,
-                    "l1_sensitivity": 1.0,
-                    "cells": self.target.width,
-                },
-                description=Laplace(self.label_scale, 1.0),
-            )
-        ]
-
-    def _noisy_labels(self, real: np.ndarray, noise: NoiseSource) -> np.ndarray:
-        assert self.target is not None
-        counts = cell_counts(public_cells(self.target, 1), real)
-        return normalise(np.clip(counts + noise.laplace(self.label_scale, counts.shape), 0, None))
-
-
-def default_steps(epsilon: float, delta: float, sample_rate: float, batch_size: int) -> int:
-    """T: DEFAULT_MAX_STEPS, or fewer so that the noise on D's averaged gradient stays small.
-
-    One DP-SGD step of D adds N(0, sigma^2 C^2 I) to a sum over an expected 2L rows and
-    divides by 2L, so the noise per averaged-gradient coordinate is sigma C / (2L). For a
-    fixed (epsilon, delta, q), sigma grows about like sqrt(T) in the noisy regime (Abadi et
-    al. 2016, Theorem 1: sigma ~ q sqrt(T log(1/delta)) / epsilon). The default is the largest
-    T <= DEFAULT_MAX_STEPS with sigma / (2L) <= NOISE_PER_STEP_TARGET by that scaling from one
-    accountant call at DEFAULT_MAX_STEPS, and at least DEFAULT_MIN_STEPS. Every input is public
-    (the budget, q from the schema's max_rows or the options, L); T is then fixed and sigma
-    calibrated for it exactly, so the scaling only chooses T and never affects the privacy.
-
-    Evidence (a 1,000-row, 12-column mixed-type table, max_rows 1,000, so q = 0.256, L = 256,
-    epsilon 1, delta 1e-5): with T = 2,000 (sigma / 2L = 0.091) G collapsed onto 2 distinct
-    rows and the discriminator weights were refused by the PSIS gate (a tail of ties); with
-    T = 300 (0.035, two seeds) and T = 600 (0.050) all 1,000 sampled rows were distinct and
-    k-hat was 0.06 - 0.10; at epsilon 10, T = 2,000 (0.012) did not collapse either (k-hat
-    0.45); `benchmarks/gan_discriminator_weights.py` repeats the comparison (default T = 386:
-    1,000 distinct rows, k-hat -0.10; T = 2,000: 4 distinct rows, 2 distinct values in the
-    PSIS tail). The target 0.04 leaves a margin below the collapse; it keeps T = 2,000 whenever
-    the table is large against L (q = 256 / 30,000 at epsilon 1: 0.0034 per step).
-    """
-    sigma = dpsgd_noise_multiplier(epsilon, delta, sample_rate, DEFAULT_MAX_STEPS)
-    noise = sigma / (2 * batch_size)
-    if noise <= NOISE_PER_STEP_TARGET:
-        return DEFAULT_MAX_STEPS
-    scaled = int(DEFAULT_MAX_STEPS * (NOISE_PER_STEP_TARGET / noise) ** 2)
-    return max(DEFAULT_MIN_STEPS, scaled)
 
 
 def _check_reported(reported: float, target: float) -> None:
