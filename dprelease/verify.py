@@ -4,9 +4,9 @@ A recipient runs this on a release they received (`dprelease verify RELEASE_DIR`
 only the files of the release, with pyarrow, json and hashlib (plus numpy for arithmetic);
 it never opens the publisher's ledger database, starts Prefect or imports a generator, so its
 verdict does not rest on the code that produced the release. The one piece of dprelease it
-imports is `dprelease.privacy.accounting` (the definition of basic composition and of "fits
-within the cap", numpy-free and dependency-free), so the verifier and the ledger cannot
-disagree about what the cap means.
+imports (in `verify_check.py` and `verify_budget.py`) is `dprelease.privacy.accounting` (the
+definition of basic composition and of "fits within the cap", numpy-free and
+dependency-free), so the verifier and the ledger cannot disagree about what the cap means.
 
 Common checks (every kind; a manifest without `kind` is a "synthetic" release, as written
 before release kinds existed):
@@ -60,25 +60,17 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
-import math
-import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from dprelease.privacy.accounting import Spend, compose
+from dprelease.verify_budget import LEDGER_FILE, ledger_checks, statement_check
+from dprelease.verify_check import Check, read_parquet
+
+__all__ = ["KIND_CHECKS", "Check", "VerificationResult", "read_parquet", "verify_release"]
 
 MANIFEST_FILE = "manifest.json"
-LEDGER_FILE = "ledger.parquet"
 DEFAULT_KIND = "synthetic"
-BASIC = "basic"
-# Relative tolerance of sums that were written as float64 and read back (exact in practice;
-# the slack only absorbs a different summation order).
-SUM_RTOL = 1e-9
-SUM_ATOL = 1e-15
-# The statement prints six significant digits.
-STATEMENT_RTOL = 5e-6
-LEDGER_COLUMNS = ("id", "dataset", "release_id", "mechanism", "epsilon", "delta", "status")
 REQUIRED_MANIFEST = {
     "release_id": str,
     "dataset": str,
@@ -89,16 +81,6 @@ REQUIRED_MANIFEST = {
     "cap": dict,
     "schema": dict,
 }
-_STATEMENT_NUMBER = re.compile(r"\b(epsilon|delta)\s*=\s*([-+0-9.eE]+|inf|nan)")
-
-
-@dataclass(frozen=True)
-class Check:
-    """One named check: passed or not, with a one-line reason."""
-
-    name: str
-    passed: bool
-    reason: str
 
 
 @dataclass(frozen=True)
@@ -139,8 +121,8 @@ def verify_release(path: str | Path) -> VerificationResult:
         return VerificationResult(directory, None, None, digest, (manifest_check,))
     kind = manifest.get("kind", DEFAULT_KIND)
     checks = [manifest_check, *_file_checks(directory, manifest["files"])]
-    checks += _guarded("ledger", lambda: _ledger_checks(directory, manifest))
-    checks.append(_statement_check(manifest))
+    checks += _guarded("ledger", lambda: ledger_checks(directory, manifest))
+    checks.append(statement_check(manifest))
     checks.append(_no_row_count(manifest))
     checks += _guarded("parquet-metadata", lambda: [_parquet_metadata(directory, manifest)])
     checks += _guarded(f"{kind}-checks", lambda: _kind_checks(kind)(directory, manifest))
@@ -162,22 +144,6 @@ def _no_row_count(manifest: dict) -> Check:
     if found:
         return Check("no-row-count", False, f"row-count fields: {', '.join(found)}")
     return Check("no-row-count", True, "no real row count in the manifest")
-
-
-def spend_of(value: object) -> Spend:
-    """A manifest's {"epsilon": e, "delta": d} as a Spend (ValueError if malformed)."""
-    if not isinstance(value, dict):
-        raise ValueError(f"expected {{epsilon, delta}}, got {type(value).__name__}")
-    epsilon, delta = value.get("epsilon"), value.get("delta")
-    if not all(isinstance(x, int | float) and not isinstance(x, bool) for x in (epsilon, delta)):
-        raise ValueError("epsilon and delta must be numbers")
-    return Spend(float(epsilon), float(delta))
-
-
-def read_parquet(path: Path):  # noqa: ANN201 (pyarrow.Table; pyarrow is imported lazily)
-    import pyarrow.parquet as pq
-
-    return pq.read_table(path)
 
 
 # --- manifest and files ---------------------------------------------------------------------
@@ -237,120 +203,6 @@ def _file_checks(directory: Path, files: dict) -> list[Check]:
     return checks
 
 
-# --- ledger and privacy statement -------------------------------------------------------------
-
-
-def _ledger_checks(directory: Path, manifest: dict) -> list[Check]:
-    rows = read_parquet(directory / LEDGER_FILE).to_pylist()
-    missing = [c for c in LEDGER_COLUMNS if rows and c not in rows[0]]
-    if not rows or missing:
-        why = "no entries" if not rows else f"missing columns {', '.join(missing)}"
-        return [Check("ledger", False, f"{LEDGER_FILE}: {why}")]
-    dataset, neighbouring = manifest["dataset"], manifest.get("neighbouring")
-    foreign = [r["id"] for r in rows if r["dataset"] != dataset]
-    relations = {r.get("neighbouring") for r in rows} - {neighbouring}
-    if foreign:
-        checks = [Check("ledger", False, f"entries of another dataset: ids {_ids(foreign)}")]
-    elif neighbouring is not None and relations:
-        checks = [Check("ledger", False, f"entries under another relation: {sorted(relations)}")]
-    else:
-        checks = [Check("ledger", True, f"{len(rows)} entries of dataset {dataset}")]
-
-    mine = [r for r in rows if r["release_id"] == manifest["release_id"]]
-    stated = spend_of(manifest["release_spend"])
-    summed = compose(Spend(r["epsilon"], r["delta"]) for r in mine)
-    if not mine:
-        checks.append(Check("ledger-release-spend", False, "no entries for this release"))
-    else:
-        checks.append(_sum_check("ledger-release-spend", summed, stated, f"{len(mine)} entries"))
-    unspent = [r["id"] for r in mine if r["status"] != "spent"]
-    checks.append(
-        Check("ledger-status", False, f"entries not committed as spent: ids {_ids(unspent)}")
-        if unspent
-        else Check("ledger-status", True, "every entry of this release is spent")
-    )
-    total = compose(Spend(r["epsilon"], r["delta"]) for r in rows)
-    stated_total = spend_of(manifest["dataset_total"])
-    checks.append(_sum_check("ledger-dataset-total", total, stated_total, f"{len(rows)} entries"))
-    checks += _cap_checks(manifest, total)
-    return checks
-
-
-def _cap_checks(manifest: dict, basic_total: Spend) -> list[Check]:
-    cap = spend_of(manifest["cap"])
-    budget = manifest["schema"].get("budget")
-    checks = [
-        Check("cap", True, "equals the schema's budget")
-        if isinstance(budget, dict) and spend_of(budget) == cap
-        else Check("cap", False, "the manifest's cap is not the schema's budget")
-    ]
-    accountant, tight = _accountant(manifest)
-    if accountant == BASIC:
-        checks.append(_fits("within-cap", basic_total, cap, "basic composition"))
-        return checks
-    if tight is None:
-        checks.append(Check("accountant", False, f"accountant {accountant!r} states no total"))
-        return checks
-    comparable = tight.delta >= basic_total.delta - SUM_ATOL
-    if comparable and tight.epsilon > basic_total.epsilon * (1 + SUM_RTOL) + SUM_ATOL:
-        checks.append(
-            Check(
-                "accountant",
-                False,
-                f"{accountant} epsilon {tight.epsilon:.6g} exceeds the basic sum "
-                f"{basic_total.epsilon:.6g} at a larger delta",
-            )
-        )
-    else:
-        checks.append(Check("accountant", True, f"{accountant} total below basic composition"))
-    if basic_total.fits_within(cap):  # both totals are valid guarantees: either may hold
-        checks.append(_fits("within-cap", basic_total, cap, "basic composition"))
-    else:
-        checks.append(_fits("within-cap", tight, cap, f"accountant {accountant}"))
-    return checks
-
-
-def _accountant(manifest: dict) -> tuple[str, Spend | None]:
-    """The manifest's accountant name and its stated dataset total (None if not stated)."""
-    name = manifest.get("accountant", BASIC)
-    total = manifest.get("accountant_total")
-    return str(name), None if total is None else spend_of(total)
-
-
-def _statement_check(manifest: dict) -> Check:
-    statement = manifest["privacy_statement"]
-    try:
-        required = [spend_of(manifest[key]) for key in ("release_spend", "dataset_total", "cap")]
-        allowed = list(required)
-        _, tight = _accountant(manifest)
-    except ValueError as error:
-        return Check("privacy-statement", False, f"malformed spend: {error}")
-    if tight is not None:
-        allowed.append(tight)
-    accountant, _ = _accountant(manifest)
-    if accountant not in statement:
-        return Check("privacy-statement", False, f"does not name the accountant {accountant!r}")
-    stated = {"epsilon": [], "delta": []}
-    for key, number in _STATEMENT_NUMBER.findall(statement):
-        try:
-            stated[key].append(float(number))
-        except ValueError:
-            return Check("privacy-statement", False, f"unreadable number {key}={number}")
-    for key in ("epsilon", "delta"):
-        values = [getattr(spend, key) for spend in allowed]
-        foreign = [x for x in stated[key] if not any(_close(x, v) for v in values)]
-        if foreign:
-            return Check("privacy-statement", False, f"states {key}={foreign[0]:.6g}, not a spend")
-        absent = [
-            getattr(s, key)
-            for s in required
-            if not any(_close(x, getattr(s, key)) for x in stated[key])
-        ]
-        if absent:
-            return Check("privacy-statement", False, f"does not state {key}={absent[0]:.6g}")
-    return Check("privacy-statement", True, "states the ledger's spends and the cap")
-
-
 def _parquet_metadata(directory: Path, manifest: dict) -> Check:
     import pyarrow.parquet as pq
 
@@ -371,36 +223,6 @@ def _parquet_metadata(directory: Path, manifest: dict) -> Check:
         if wrong:
             return Check("parquet-metadata", False, f"{name}: {', '.join(wrong)} differ")
     return Check("parquet-metadata", True, f"stamped with this release: {', '.join(names)}")
-
-
-def _close(a: float, b: float) -> bool:
-    return math.isclose(a, b, rel_tol=STATEMENT_RTOL, abs_tol=1e-300)
-
-
-def _sum_check(name: str, summed: Spend, stated: Spend, what: str) -> Check:
-    close = all(
-        math.isclose(a, b, rel_tol=SUM_RTOL, abs_tol=SUM_ATOL)
-        for a, b in ((summed.epsilon, stated.epsilon), (summed.delta, stated.delta))
-    )
-    if close:
-        return Check(name, True, f"{what} sum to the manifest's ({_pair(stated)})")
-    return Check(name, False, f"{what} sum to {_pair(summed)}, the manifest says {_pair(stated)}")
-
-
-def _fits(name: str, total: Spend, cap: Spend, how: str) -> Check:
-    if total.fits_within(cap):
-        return Check(name, True, f"{_pair(total)} within cap {_pair(cap)} ({how})")
-    return Check(name, False, f"{_pair(total)} exceeds cap {_pair(cap)} ({how})")
-
-
-def _pair(spend: Spend) -> str:
-    return f"epsilon={spend.epsilon:.6g}, delta={spend.delta:.6g}"
-
-
-def _ids(ids: Iterable[object]) -> str:
-    ids = list(ids)
-    shown = ", ".join(str(i) for i in ids[:5])
-    return shown + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
 
 
 # --- kinds ------------------------------------------------------------------------------------
