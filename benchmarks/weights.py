@@ -23,7 +23,7 @@ import numpy as np
 from dprelease.privacy.noise import NoiseSource
 from dprelease.weights import estimate, plan
 from dprelease.weights.base import augment
-from dprelease.weights.logistic import gated_log_weights
+from dprelease.weights.logistic_noise import gated_log_weights
 from dprelease.weights.toy import in_triangle, triangle_example, triangle_mass
 
 DELTA = 1e-5

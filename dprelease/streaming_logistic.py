@@ -39,7 +39,7 @@ from dprelease.streaming import StreamingInput
 from dprelease.weights import WeightEstimate
 from dprelease.weights import plan as plan_weights
 from dprelease.weights.base import augment
-from dprelease.weights.logistic import gated_log_weights, perturb_log_weights
+from dprelease.weights.logistic_noise import gated_log_weights, perturb_log_weights
 from dprelease.weights.logistic_solver import (
     MAX_HALVINGS,
     MAX_NEWTON_STEPS,

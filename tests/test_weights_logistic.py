@@ -16,10 +16,12 @@ from dprelease.weights.base import augment
 from dprelease.weights.logistic import (
     coefficient_sensitivity,
     fit_coefficients,
+    log_weight_sensitivities,
+)
+from dprelease.weights.logistic_noise import (
     gated_log_weights,
     log_bias_correction,
     log_mgf,
-    log_weight_sensitivities,
     perturb_log_weights,
 )
 from dprelease.weights.toy import triangle_example, triangle_mass
@@ -213,8 +215,9 @@ def test_estimate_uses_the_plan_and_publishes_nothing_private(toy, seeded_noise)
         gates = [d.pop("noise_gate", None) for d in details]
         assert details[0] == details[1]
         if method == "beta_debiased":
-            assert all(set(g) == {"statistic", "degrees_of_freedom", "threshold", "flat"}
-                       for g in gates)
+            assert all(
+                set(g) == {"statistic", "degrees_of_freedom", "threshold", "flat"} for g in gates
+            )
         assert {k: details[0][k] for k in expected} == expected
         json.dumps(details[0])
 
@@ -346,27 +349,31 @@ def test_certified_sensitivity_holds_for_early_stopped_neighbouring_fits(monkeyp
 def test_noise_gate_flattens_pure_noise_and_keeps_signal(seeded_noise):
     """Slopes that are pure DP noise are flattened; a real signal passes; the paper's
     estimator (gate off) is unchanged. Gaussian: T ~ chi^2_d, threshold d + 2 sqrt(2d)."""
-    from dprelease.weights.logistic import coefficient_log_weights, noisy_coefficients
+    from dprelease.weights.logistic_noise import coefficient_log_weights, noisy_coefficients
     from dprelease.weights.noise_gate import noise_gate
 
     d, scale = 50, 0.3
     x_aug = np.hstack([np.random.default_rng(0).uniform(size=(200, d)), np.ones((200, 1))])
     flats = [
-        gated_log_weights(np.zeros(d + 1), x_aug, "gaussian", scale, seeded_noise(seed),
-                          debias=True, gate=True)[1]["noise_gate"]["flat"]
+        gated_log_weights(
+            np.zeros(d + 1), x_aug, "gaussian", scale, seeded_noise(seed), debias=True, gate=True
+        )[1]["noise_gate"]["flat"]
         for seed in range(200)
     ]
     # P(chi^2_50 > 50 + 2 sqrt(100)) = 0.024: about 98 % of pure-noise draws are flattened.
     assert 0.94 <= np.mean(flats) <= 1.0
     signal = np.full(d + 1, 0.3)  # T ~ noncentral chi^2 with lambda = 50: far above
-    log_w, extra = gated_log_weights(signal, x_aug, "gaussian", scale, seeded_noise(1),
-                                     debias=True, gate=True)
+    log_w, extra = gated_log_weights(
+        signal, x_aug, "gaussian", scale, seeded_noise(1), debias=True, gate=True
+    )
     assert not extra["noise_gate"]["flat"] and np.std(log_w) > 0
-    flat, _ = gated_log_weights(np.zeros(d + 1), x_aug, "gaussian", scale, seeded_noise(2),
-                                debias=True, gate=True)
+    flat, _ = gated_log_weights(
+        np.zeros(d + 1), x_aug, "gaussian", scale, seeded_noise(2), debias=True, gate=True
+    )
     assert np.all(flat == 0)
-    ungated, none = gated_log_weights(np.zeros(d + 1), x_aug, "gaussian", scale,
-                                      seeded_noise(2), debias=True, gate=False)
+    ungated, none = gated_log_weights(
+        np.zeros(d + 1), x_aug, "gaussian", scale, seeded_noise(2), debias=True, gate=False
+    )
     beta_tilde = noisy_coefficients(np.zeros(d + 1), "gaussian", scale, seeded_noise(2))
     paper = coefficient_log_weights(beta_tilde, x_aug, "gaussian", scale, debias=True)
     assert none == {} and np.array_equal(ungated, paper)
