@@ -173,7 +173,7 @@ def _calibration_lines(weights: dict) -> list[str]:
         "synthetic rows' one-way margins.",
         "",
     ]
-    if "chi2_unweighted_per_df" in fit:
+    if fit.get("chi2_unweighted_per_df") is not None:
         lines += [
             "Distance in units of the DP noise (chi-square per degree of freedom; about 1 "
             "means within the noise):",
@@ -189,7 +189,8 @@ def _calibration_lines(weights: dict) -> list[str]:
     elif fit.get("temper", 1.0) < 1.0:
         lines += [
             f"The fit was tempered (exponent {human(fit['temper'])}) to keep the effective "
-            f"sample size at least {percent(weights['ess_floor'])} of the rows.",
+            f"sample size at least {percent(weights['ess_floor'])} of the rows and the "
+            "weights' tail reliable (PSIS).",
             "",
         ]
     if fit.get("guidance"):

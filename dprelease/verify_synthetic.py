@@ -18,7 +18,8 @@ anything the publisher's code computes):
   log weight outside its upper tail unchanged and smooths the tail monotonically, so (a)
   `weight` is a non-decreasing function of `log_weight` and (b) outside the tail (the rows
   below the `tail_length`-th largest log weight) `log(weight) - temper * log_weight` is one
-  constant. A weight edited and renormalised breaks (a) or (b).
+  constant. Bounded weights that the gate passed unsmoothed (`diagnostics.gate`) satisfy
+  both trivially. A weight edited and renormalised breaks (a) or (b).
 - `diagnostics`: `diagnostics.json` equals the manifest's diagnostics, and their PSIS
   effective sample size is `(sum w)^2 / sum w^2` of the released `weight`.
 """

@@ -80,7 +80,7 @@ def release_flow(
         budget.commit_spends(
             ledger, entry_ids, [*generator_spends, *release.actual_weights_spends(estimate)]
         )
-        diagnostics = steps.diagnose(release, estimate.log_weights)
+        diagnostics = steps.diagnose(release, estimate.log_weights, estimate.log_weight_max)
         table = steps.decode(release, synthetic)
         configuration = release.configuration()
         configuration["weights"].update(estimate.details)

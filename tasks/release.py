@@ -119,9 +119,12 @@ def estimate_weights(
 
 
 @task(name="diagnose-weights", **NO_PERSISTENCE)
-def diagnose(release: ReleasePlan, log_weights: np.ndarray) -> PsisResult:
-    """PSIS of the (tempered) DP weights; refuses unreliable weights unless allowed (exit 4)."""
-    result = diagnose_weights(log_weights, release.config.temper)
+def diagnose(
+    release: ReleasePlan, log_weights: np.ndarray, log_weight_max: float | None = None
+) -> PsisResult:
+    """PSIS of the (tempered) DP weights, given the method's certified bound on them if any;
+    refuses unreliable weights unless allowed (exit 4)."""
+    result = diagnose_weights(log_weights, release.config.temper, log_weight_max)
     require_reliable(result, release.config.allow_unreliable_weights)
     return result
 

@@ -80,7 +80,7 @@ def build_release(
             ledger.commit(entry_id, spend)
         entries = ledger.entries(schema.dataset, up_to_id=max(entry_ids))
         cap = ledger.cap(schema.dataset)
-    diagnostics = diagnose_weights(estimate.log_weights, temper)
+    diagnostics = diagnose_weights(estimate.log_weights, temper, estimate.log_weight_max)
     configuration = plan.configuration()
     configuration["weights"].update(estimate.details)
     bundle = synthetic_bundle(

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from scipy.special import softmax
 
+from dprelease.diagnostics import psis
 from dprelease.encoding import Encoder
 from dprelease.errors import InputError
 from dprelease.privacy.calibration import gaussian_sigma, laplace_scale
@@ -16,6 +17,7 @@ from dprelease.schema import Schema
 from dprelease.weights import estimate, plan
 from dprelease.weights.calibration import (
     DEFAULT_ESS_FLOOR,
+    DETAIL_KEYS,
     FeatureMap,
     active_features,
     calibrate,
@@ -23,12 +25,15 @@ from dprelease.weights.calibration import (
     raked_targets,
     release_sums,
 )
+from dprelease.weights.calibration_features import log_weight_bound
 from dprelease.weights.tilting import (
+    PSIS_TEMPER_STEP,
     chi_square,
     discrepancy_lambda,
     distinct_rows,
     ess,
     temper_for_ess,
+    temper_for_psis,
     tilt,
     tilted_means,
 )
@@ -170,6 +175,44 @@ def test_flat_when_synthetic_matches_within_noise():
     # a tiny noisy count (within the noise) also gives flat weights
     tiny = calibrate(np.r_[30.0, sums[1:] / 300], sigma**2, phi, features.shapes)
     np.testing.assert_array_equal(tiny.log_weights, 0.0)
+    # Every outcome records the same keys (the fitted one below too): readers need no key
+    # checks, and a manifest's structure does not depend on a DP outcome.
+    for details in (result.details, tiny.details):
+        assert tuple(details) == DETAIL_KEYS and details["lambda"] is None
+
+
+def test_tempering_until_psis_calls_the_weights_reliable():
+    rng = np.random.default_rng(11)
+    # log w of Pareto(1/k) draws: w^t is Pareto with shape k t, so k-hat falls with t.
+    log_weights = rng.exponential(1.5, 20_000)
+    unbounded = np.inf  # no certified bound: PSIS alone decides
+    assert psis(log_weights).verdict == "unreliable"
+    t = temper_for_psis(log_weights, 1.0, unbounded)
+    assert 0 < t < 1 and psis(t * log_weights).verdict != "unreliable"
+    assert psis(t / PSIS_TEMPER_STEP * log_weights).verdict == "unreliable"
+    # reliable weights are left alone; a lower starting temper (the ESS floor's) is kept
+    assert temper_for_psis(log_weights, t, unbounded) == t
+    assert temper_for_psis(rng.normal(0, 0.3, 20_000), 0.9, unbounded) == 0.9
+    # too heavy for any tempering above MIN_TEMPER: flat (0)
+    assert temper_for_psis(1e9 * rng.standard_cauchy(20_000), 1.0, unbounded) == 0.0
+    # too few rows for a Pareto fit even when flat: tempering cannot help, left unchanged
+    assert temper_for_psis(rng.exponential(5.0, 15), 1.0, unbounded) == 1.0
+    # a certified bound within BOUNDED_WEIGHT_RATIO of the mean needs no tempering
+    tied = np.r_[np.zeros(19_500), np.full(200, 0.5), np.full(300, 0.4)]
+    assert psis(tied).verdict == "unreliable"
+    assert temper_for_psis(tied, 1.0, 0.5) == 1.0
+
+
+def test_log_weight_bound_is_the_largest_log_weight_of_any_row():
+    # two pairs: a 2 x 2 table (cells 0-3) and a 1 x 3 table (cells 4-6); cell 2 not fitted
+    tilted = np.array([0, 1, 3, 4, 5, 6])
+    b = np.array([-1.0, -2.0, -0.5, 0.3, 0.7, -0.2])
+    # pair 1: max(-1, -2, 0 (cell 2, coefficient 0), -0.5) = 0; pair 2: 0.7
+    assert log_weight_bound(b, tilted, [(2, 2), (1, 3)]) == pytest.approx(0.7)
+    every_row = [b_full[i] + b_full[j] for b_full in [np.insert(b, 2, 0.0)]
+                 for i in range(4) for j in range(4, 7)]  # fmt: skip
+    assert max(every_row) == pytest.approx(0.7)
+
 
 
 def test_weights_fix_a_missing_interaction_and_respect_the_ess_floor(seeded_noise):
@@ -195,6 +238,10 @@ def test_weights_fix_a_missing_interaction_and_respect_the_ess_floor(seeded_nois
     tempered, share = fit()
     details = tempered.details["calibration"]
     assert DEFAULT_ESS_FLOOR == 0.7 and details["temper"] < 1
+    assert tuple(details) == DETAIL_KEYS and details["flat_reason"] is None  # as when flat
+    # the certified bound holds for every synthetic row
+    assert tempered.log_weight_max is not None
+    assert tempered.log_weights.max() <= tempered.log_weight_max + 1e-12
     assert ess(tempered.log_weights) == pytest.approx(0.7 * synthetic.shape[0], rel=1e-3)
     assert 0.6 < share < 0.9
 

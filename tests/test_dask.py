@@ -144,7 +144,10 @@ def manifest_shape(value):  # noqa: ANN001, ANN201
     """The structure of a manifest: its keys, without the values.
 
     Value types are left out on purpose: they depend on DP outcomes (flat weights give
-    ``k_hat = -inf``, written as the string ``"-Infinity"``, and a ``reason`` string).
+    ``k_hat = -inf``, written as the string ``"-Infinity"``, and a ``reason`` string). The
+    keys do not: the calibration details record the same keys whatever the outcome (before,
+    flat weights added ``flat_reason`` and dropped ``temper``, and this test failed in about
+    one run in 11).
     """
     if isinstance(value, dict):
         return {key: manifest_shape(item) for key, item in value.items()}

@@ -56,6 +56,12 @@ class WeightEstimate:
         """Self-normalised weights: mean 1 over the synthetic rows."""
         return self_normalise(self.log_weights)
 
+    @property
+    def log_weight_max(self) -> float | None:
+        """A bound on every log weight the method can produce, for any row of the public
+        domain, when the method certifies one (`details["log_weight_max"]`); else None."""
+        return self.details.get("log_weight_max")
+
 
 @dataclass(frozen=True)
 class Plan:

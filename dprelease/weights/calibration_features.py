@@ -97,3 +97,13 @@ def _quantile_edges(synthetic: np.ndarray, column: Any, bins: int) -> np.ndarray
     if bins <= 1 or values.size == 0:
         return np.array([])
     return np.unique(np.quantile(values, np.arange(1, bins) / bins))
+
+
+def log_weight_bound(b: np.ndarray, tilted: np.ndarray, shapes: list[tuple[int, int]]) -> float:
+    """max over all rows x of b^T phi(x): phi(x) has exactly one 1 in each pair's table, so
+    the bound is the sum over pairs of the largest coefficient among the pair's cells, where
+    cells left out of the fit (`tilted` lists those in it) have coefficient 0."""
+    full = np.zeros(sum(r * c for r, c in shapes))
+    full[tilted] = b
+    edges = np.cumsum([r * c for r, c in shapes])[:-1]
+    return float(sum(block.max() for block in np.split(full, edges)))

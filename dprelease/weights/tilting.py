@@ -1,4 +1,5 @@
-"""Exponential tilting of a weighted sample towards target means, and ESS tempering.
+"""Exponential tilting of a weighted sample towards target means, and tempering (for an ESS
+floor, and until PSIS calls the weights reliable).
 
 The regularised max-entropy dual used by the calibration weights (`weights/calibration.py`):
 for feature rows phi_1..phi_N, target means m and noise variances v (V = diag(v)),
@@ -24,12 +25,16 @@ import numpy as np
 from scipy import linalg, sparse
 from scipy.special import logsumexp, softmax
 
+from dprelease.diagnostics.gate import diagnose_weights
+
 LAMBDA_RANGE = (1e-4, 1e6)  # times 1 / sqrt(mean noise variance)
 BISECTION_STEPS = 40
 LAMBDA_TOLERANCE = 0.02  # in log lambda: 2%
 NEWTON_STEPS = 200
 NEWTON_DECREMENT = 1e-12  # stop when lambda(b)^2 / 2 falls below this
 ARMIJO = 0.25
+PSIS_TEMPER_STEP = 0.8
+MIN_TEMPER = 0.05  # below it tied weights keep their k-hat (scale-invariant) and are nearly flat
 
 
 def as_sparse(phi: np.ndarray | sparse.sparray) -> sparse.csr_array:
@@ -171,3 +176,21 @@ def temper_for_ess(log_weights: np.ndarray, floor: float) -> float:
         else:
             high = middle
     return low
+
+
+def temper_for_psis(log_weights: np.ndarray, temper: float, log_weight_max: float) -> float:
+    """The largest t = temper * PSIS_TEMPER_STEP^j (j = 0, 1, ...) at which the release's
+    gate (`diagnose_weights`, with the certified bound `log_weight_max` on log_weights) does
+    not call t * log_weights unreliable; 0 (flat weights) when none above MIN_TEMPER does.
+
+    Post-processing of DP weights (no privacy cost). Unchanged (`temper`) when even flat
+    weights are unreliable (too few synthetic rows for a Pareto fit): tempering cannot help
+    there and the release's PSIS gate says why.
+    """
+    if diagnose_weights(np.zeros(log_weights.size)).verdict == "unreliable":
+        return temper
+    while temper >= MIN_TEMPER:
+        if diagnose_weights(log_weights, temper, log_weight_max).verdict != "unreliable":
+            return temper
+        temper *= PSIS_TEMPER_STEP
+    return 0.0
