@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from dprelease import weights as weight_methods
-from dprelease.diagnostics import normalised_weights, psis
+from dprelease.diagnostics import diagnose_weights, normalised_weights
 from dprelease.encoding import Encoder
 from dprelease.evaluation.metrics import Task, beta_mse, downstream, wasserstein
 from dprelease.generators import make_generator
@@ -157,7 +157,8 @@ def evaluate_cell(
                     weights_mechanism(method), estimate.epsilon_spent, estimate.delta_spent
                 )
                 ledger.commit(next(entry_ids), spend)
-            diagnostics = psis(estimate.log_weights)
+            # as a release diagnoses and smooths them (with a certified bound, if any)
+            diagnostics = diagnose_weights(estimate.log_weights, 1.0, estimate.log_weight_max)
             weights = normalised_weights(diagnostics.log_weights)
             started = time.perf_counter()
             rng = np.random.default_rng(seed)
