@@ -14,6 +14,12 @@ large enough that an analysis would change), or a category share by more than
 with the weights taken as fixed: they ignore the DP noise in the weights, and the report says
 so next to them.
 
+A generator that collapsed onto a few rows (a DP-GAN trained too long on too little data)
+can still get flat, "good" weights: PSIS judges the weights, not the rows. "How it was made"
+therefore counts the distinct synthetic rows and warns when they are fewer than
+`COLLAPSE_FRACTION` (1%) of what the release could hold: its row count, or the size of the
+schema's public domain when that is smaller (an all-categorical table).
+
 The weights figure (`weights.png`) shows the released `weight` values (histogram), the
 largest weights before and after Pareto smoothing, and PSIS k-hat against its thresholds
 (0.5 and the sample-size dependent threshold; Vehtari et al. 2024, section 3).
@@ -47,6 +53,7 @@ from dprelease.report_figures import (
 
 FIGURE_WEIGHTS = "weights.png"
 MEAN_SHIFT_SD = 0.2
+COLLAPSE_FRACTION = 0.01
 SHARE_SHIFT = 0.05
 VERDICT_TEXT = {
     "good": "good: weighted estimates are reliable",
@@ -77,7 +84,7 @@ def write_report(
     lines = [
         *header_section(manifest, "Synthetic release"),
         *privacy_section(manifest),
-        *_made_section(manifest),
+        *_made_section(manifest, synthetic),
         *_weights_section(manifest, diagnostics),
         *columns_section(summary),
         *_snippet_section(manifest, synthetic),
@@ -87,22 +94,53 @@ def write_report(
     write_markdown(directory, lines)
 
 
-def _made_section(manifest: dict) -> list[str]:
+def _made_section(manifest: dict, synthetic: pd.DataFrame) -> list[str]:
     configuration = manifest["configuration"]
     generator, weights = configuration["generator"], configuration["weights"]
     fraction = weights.get("fraction")
     share = f", {percent(fraction)} of the release's budget" if fraction else ""
+    distinct = len(synthetic[list(manifest["schema"]["columns"])].drop_duplicates())
     return [
         "## How it was made",
         "",
         f"- Generator: `{generator['generator']}` (allotted {_part_spend(generator)}).",
         f"- Weights: `{weights['method']}`{share} (allotted {_part_spend(weights)}).",
-        f"- Synthetic rows: {manifest['n_synthetic']:,}.",
+        f"- Synthetic rows: {len(synthetic):,}, of which {distinct:,} distinct.",
         "",
+        *collapse_warning(distinct, len(synthetic), manifest["schema"]["columns"]),
         "What each mechanism actually spent is in `ledger.parquet` (a mechanism may spend less "
         "than its allotment, e.g. a pure-ε mechanism spends no δ).",
         "",
     ]
+
+
+def collapse_warning(distinct: int, n_rows: int, columns: dict) -> list[str]:
+    """A warning when the synthetic rows hold fewer than COLLAPSE_FRACTION of the distinct
+    rows they could: min(row count, size of the public domain of the schema's columns)."""
+    possible = min(float(n_rows), public_domain_size(columns))
+    if distinct >= COLLAPSE_FRACTION * possible:
+        return []
+    return [
+        f"**Warning:** only {distinct:,} distinct rows among {n_rows:,}: the generator "
+        "collapsed onto a few rows. Weights cannot restore rows the generator never produces, "
+        "however good their diagnostics; use another generator or more ε for it.",
+        "",
+    ]
+
+
+def public_domain_size(columns: dict) -> float:
+    """Number of possible rows of the schema's columns (public): categories or integer values
+    per column (plus one when nullable); a continuous column has infinitely many."""
+    size = 1.0
+    for spec in columns.values():
+        if spec["type"] == "categorical":
+            values = float(len(spec["categories"]))
+        elif spec["type"] == "integer":
+            values = float(spec["max"] - spec["min"] + 1)
+        else:
+            return math.inf
+        size *= values + bool(spec.get("nullable"))
+    return size
 
 
 def _part_spend(part: dict) -> str:

@@ -21,8 +21,10 @@ from dprelease.release import artifact_markdown
 from dprelease.report import (
     MEAN_SHIFT_SD,
     SHARE_SHIFT,
+    collapse_warning,
     column_summary,
     columns_section,
+    public_domain_size,
     weights_figure,
 )
 from dprelease.report_common import human, percent, privacy_section
@@ -281,3 +283,22 @@ def test_a_long_history_shows_the_most_recent_releases():
         text = "\n".join(budget_section(Path(directory), manifest))
     assert "| spent under the `pld` accountant | 3.25 | 1e-5 |" in text
     assert "| remaining under the `pld` accountant | 6.75 | at δ = 1e-5 |" in text
+
+
+def test_distinct_rows_are_counted_and_a_collapse_is_flagged(report, release, manifest):
+    synthetic = pd.read_parquet(release / "synthetic.parquet")
+    distinct = len(synthetic[list(manifest["schema"]["columns"])].drop_duplicates())
+    assert f"- Synthetic rows: {len(synthetic):,}, of which {distinct:,} distinct." in report
+    assert "collapsed" not in report
+    columns = manifest["schema"]["columns"]  # census: continuous wage, so unbounded
+    assert public_domain_size(columns) == np.inf
+    assert collapse_warning(4, 20_000, columns)[0].startswith("**Warning:** only 4 distinct")
+    assert collapse_warning(200, 20_000, columns) == []  # 1% of the rows
+    # an all-categorical schema: 2 x 3 (+ missing) = 8 possible rows, all 8 present is fine
+    small = {
+        "a": {"type": "categorical", "categories": ["x", "y"]},
+        "b": {"type": "categorical", "categories": ["p", "q", "r"], "nullable": True},
+    }
+    assert public_domain_size(small) == 8
+    assert collapse_warning(8, 20_000, small) == []
+    assert public_domain_size({"n": {"type": "integer", "min": 1, "max": 10}}) == 10
