@@ -105,7 +105,9 @@ def child(input_path: str, schema_path: str, n_synthetic: int, out_dir: str) -> 
         for entry, spend in zip(ids, actual, strict=True):
             ledger.commit(entry, spend)
         entries = ledger.entries(dataset)
-    diagnostics = timed("psis", steps.diagnose.fn, release, estimate.log_weights)
+    diagnostics = timed(
+        "psis", steps.diagnose.fn, release, estimate.log_weights, estimate.log_weight_max
+    )
     table = timed("decode+validate synthetic", steps.decode.fn, release, synthetic)
     configuration = release.configuration()
     configuration["weights"].update(estimate.details)
