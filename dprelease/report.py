@@ -227,8 +227,8 @@ def _calibration_lines(weights: dict) -> list[str]:
     elif fit.get("temper", 1.0) < 1.0:
         lines += [
             f"The fit was tempered (exponent {human(fit['temper'])}) to keep the effective "
-            f"sample size at least {percent(weights['ess_floor'])} of the rows and the "
-            "weights' tail reliable (PSIS).",
+            f"sample size at least {percent(weights['ess_floor'])} of the rows (and, where "
+            "PSIS needed it, the weights' tail reliable).",
             "",
         ]
     if fit.get("guidance"):
