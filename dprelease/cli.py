@@ -169,21 +169,24 @@ def release(
     The ledger is $DPRELEASE_LEDGER_URL, else a per-user SQLite file (see --ledger)."""
     from dprelease.schema import load_schema
 
-    config = ReleaseConfig(
-        epsilon=epsilon,
-        delta=delta,
-        generator=generator,
-        weights=weights,
-        weights_fraction=weights_fraction,
-        n_synthetic=n_synthetic,
-        seed=seed,
-        on_out_of_bounds=on_out_of_bounds.value,
-        on_invalid_rows=on_invalid_rows.value,
-        drop_extra_columns=drop_extra_columns,
-        temper=temper,
-        allow_unreliable_weights=allow_unreliable_weights,
-        secure_noise=secure_noise,
-    )
+    # The release's settings: checked here as a ReleaseConfig, then passed to the flow with
+    # the defaults the plan resolved (delta, generator, weights).
+    settings = {
+        "epsilon": epsilon,
+        "delta": delta,
+        "generator": generator,
+        "weights": weights,
+        "weights_fraction": weights_fraction,
+        "n_synthetic": n_synthetic,
+        "seed": seed,
+        "on_out_of_bounds": on_out_of_bounds.value,
+        "on_invalid_rows": on_invalid_rows.value,
+        "drop_extra_columns": drop_extra_columns,
+        "temper": temper,
+        "allow_unreliable_weights": allow_unreliable_weights,
+        "secure_noise": secure_noise,
+    }
+    config = ReleaseConfig(**settings)
     ledger_url = resolve_ledger_url(ledger)
     with expected_errors(verbose):
         public = load_schema(schema)
@@ -199,22 +202,15 @@ def release(
         what=f"release of {public.dataset}",
         input_path=str(input_path),
         schema_path=str(schema),
-        epsilon=epsilon,
-        delta=plan.config.delta,
         out_dir=str(out),
-        generator=plan.config.generator,
-        n_synthetic=n_synthetic,
-        weights=plan.config.weights,
-        weights_fraction=weights_fraction,
         ledger_url=ledger_url,
-        seed=seed,
-        on_out_of_bounds=on_out_of_bounds.value,
-        on_invalid_rows=on_invalid_rows.value,
-        drop_extra_columns=drop_extra_columns,
-        temper=temper,
-        allow_unreliable_weights=allow_unreliable_weights,
-        secure_noise=secure_noise,
         generator_options={"progress": True} if shows_progress else {},
+        **settings
+        | {
+            "delta": plan.config.delta,
+            "generator": plan.config.generator,
+            "weights": plan.config.weights,
+        },
     )
     manifest = json.loads((Path(release_dir) / "manifest.json").read_text())
     stderr.print(

@@ -30,6 +30,10 @@ from dprelease.cli_support import (
 from dprelease.errors import InputError
 from dprelease.privacy.ledger import resolve_ledger_url
 
+SecureNoiseOption = Annotated[
+    bool, typer.Option("--secure-noise", help="Laplace noise from OpenDP's samplers.")
+]
+
 infer_app = typer.Typer(
     help="DP posterior inference releases: online estimation with adaptive truncation, ABCDP.",
     epilog=EXIT_CODES_HELP,
@@ -85,9 +89,7 @@ def adaptive_truncation(
     ] = None,
     on_invalid_rows: InvalidRowsOption = InvalidRows.refuse,
     drop_extra_columns: DropExtraColumnsOption = False,
-    secure_noise: Annotated[
-        bool, typer.Option("--secure-noise", help="Laplace noise from OpenDP's samplers.")
-    ] = False,
+    secure_noise: SecureNoiseOption = False,
     verbose: VerboseOption = False,
 ) -> None:
     """Release the posterior of a column's N(mu, sigma^2) model, each processed row entering
@@ -224,9 +226,7 @@ def abcdp(
     ] = None,
     on_invalid_rows: InvalidRowsOption = InvalidRows.refuse,
     drop_extra_columns: DropExtraColumnsOption = False,
-    secure_noise: Annotated[
-        bool, typer.Option("--secure-noise", help="Laplace noise from OpenDP's samplers.")
-    ] = False,
+    secure_noise: SecureNoiseOption = False,
     verbose: VerboseOption = False,
 ) -> None:
     """Release c posterior samples of a simulator's parameters by DP rejection ABC (sparse

@@ -209,8 +209,8 @@ def test_log_weight_bound_is_the_largest_log_weight_of_any_row():
     b = np.array([-1.0, -2.0, -0.5, 0.3, 0.7, -0.2])
     # pair 1: max(-1, -2, 0 (cell 2, coefficient 0), -0.5) = 0; pair 2: 0.7
     assert log_weight_bound(b, tilted, [(2, 2), (1, 3)]) == pytest.approx(0.7)
-    every_row = [b_full[i] + b_full[j] for b_full in [np.insert(b, 2, 0.0)]
-                 for i in range(4) for j in range(4, 7)]  # fmt: skip
+    full = np.insert(b, 2, 0.0)  # every cell's coefficient; one cell of each pair per row
+    every_row = [full[i] + full[j] for i in range(4) for j in range(4, 7)]
     assert max(every_row) == pytest.approx(0.7)
 
 
