@@ -1,0 +1,327 @@
+"""`dprelease infer ...`: releases of posterior inference on a real table (seeds 002, 004).
+
+Each inference kind adds its commands to `infer_app`; they share the plumbing of
+`dprelease.cli.support` (one-line errors, exit codes, checks before Prefect starts).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from dprelease.cli import support
+from dprelease.config import MEDIAN_PRIOR, ABCDPConfig, InvalidRows, TruncationConfig, parse_config
+from dprelease.errors import InputError
+from dprelease.privacy.ledger import resolve_ledger_url
+
+infer_app = typer.Typer(
+    help="DP posterior inference releases: online estimation with adaptive truncation, ABCDP.",
+    epilog=support.EXIT_CODES_HELP,
+    no_args_is_help=True,
+)
+
+
+# --- adaptive truncation (Yildirim 2023; dprelease.inference.truncation.online) ----------------
+
+
+@infer_app.command("adaptive-truncation", epilog=support.EXIT_CODES_HELP)
+def adaptive_truncation(
+    input_path: support.InputArgument,
+    schema: support.SchemaOption,
+    column: Annotated[str, typer.Option("--column", help="A continuous or integer column.")],
+    epsilon: Annotated[float, typer.Option("--epsilon", help="Epsilon of each row's release.")],
+    delta: Annotated[
+        float | None,
+        typer.Option(
+            "--delta",
+            help="delta_T of the DP row count, without --n-steps (default: T = the schema's "
+            "min_rows if declared, else a DP count with delta_T = the cap's delta x epsilon / "
+            "the cap's epsilon).",
+            show_default=False,
+        ),
+    ] = None,
+    n_steps: Annotated[
+        int | None,
+        typer.Option("--n-steps", help="Rows to process T (needs min_rows >= T in the schema)."),
+    ] = None,
+    count_epsilon: Annotated[
+        float | None,
+        typer.Option("--count-epsilon", help="Epsilon of the DP row count (default 0.05 eps)."),
+    ] = None,
+    max_steps: Annotated[int, typer.Option("--max-steps", help="Cap on T.")] = 10_000,
+    min_steps: Annotated[int, typer.Option("--min-steps", help="Refuse a smaller T.")] = 50,
+    family: Annotated[str, typer.Option("--family", help="Model family.")] = "normal",
+    prior: Annotated[
+        str | None,
+        typer.Option(
+            "--prior",
+            help="mu_mean=..,mu_var=..,sigma2_shape=..,sigma2_scale=.. (default: from the "
+            "schema bounds).",
+        ),
+    ] = None,
+    score: Annotated[str, typer.Option("--score", help="Design score: mu or trace.")] = "mu",
+    engine: Annotated[str, typer.Option("--engine", help="ibis or latent_smc.")] = "ibis",
+    particles: Annotated[int, typer.Option("--particles", help="SMC particles.")] = 1000,
+    out: support.OutOption = Path("releases"),
+    ledger: support.LedgerOption = None,
+    seed: Annotated[
+        int | None, typer.Option("--seed", help="Seed of the SMC only (never the DP noise).")
+    ] = None,
+    on_invalid_rows: support.InvalidRowsOption = InvalidRows.refuse,
+    drop_extra_columns: support.DropExtraColumnsOption = False,
+    secure_noise: support.SecureNoiseOption = False,
+    verbose: support.VerboseOption = False,
+) -> None:
+    """Release the posterior of a column's N(mu, sigma^2) model, each processed row entering
+    one Laplace release of its value clamped to an adaptively chosen interval; print its
+    directory."""
+    from dprelease.release.truncation import parse_prior, plan_truncation_release
+    from dprelease.schema import load_schema
+
+    ledger_url = resolve_ledger_url(ledger)
+    with support.expected_errors(verbose):
+        config = parse_config(
+            TruncationConfig, column=column, epsilon=epsilon, delta=delta, n_steps=n_steps,
+            count_epsilon=count_epsilon, max_steps=max_steps, min_steps=min_steps,
+            family=family, score=score, engine=engine, particles=particles,
+            prior=parse_prior(prior), seed=seed, secure_noise=secure_noise,
+            on_invalid_rows=on_invalid_rows, drop_extra_columns=drop_extra_columns,
+        )  # fmt: skip
+        public = load_schema(schema)
+        plan = plan_truncation_release(public, config)
+    support.publish_command(
+        "flows.adaptive_truncation:adaptive_truncation_flow",
+        plan=plan, input_path=input_path, schema=schema, config=config, out=out,
+        ledger_url=ledger_url, verbose=verbose,
+        what=f"adaptive truncation of {public.dataset}.{column}",
+        summary=lambda manifest: manifest["truncation_statement"],
+    )  # fmt: skip
+
+
+@infer_app.command("design-truncation")
+def design_truncation_command(
+    epsilon: Annotated[float, typer.Option("--epsilon", help="Epsilon of each row's release.")],
+    family: Annotated[str, typer.Option("--family", help="Model family.")] = "normal",
+    score: Annotated[str, typer.Option("--score", help="mu (F[1,1]) or trace.")] = "mu",
+    asymmetric: Annotated[
+        bool, typer.Option("--asymmetric", help="Search all (a, b), not only [-A, A].")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Print the base interval [a*, b*] maximising the Fisher information of one release
+    (public: reads no data)."""
+    import json
+
+    from dprelease.inference.truncation.design import design_truncation
+
+    with support.expected_errors():
+        try:
+            design = design_truncation(family, epsilon, score, symmetric=not asymmetric)
+        except ValueError as error:
+            raise InputError(str(error)) from None
+    if as_json:
+        support.stdout.print_json(json.dumps(design.to_dict()))
+        return
+    fisher = design.fisher
+    coupling = round(float(fisher[0, 1]), 4) + 0.0  # no "-0.0000"
+    support.stdout.print(
+        f"[a*, b*] = [{design.a:g}, {design.b:g}] for epsilon={design.epsilon:g} "
+        f"({design.family}, score {design.score}, {design.method}); the interval for a "
+        f"posterior draw (m, c) is [m + {design.a:g} c, m + {design.b:g} c].\n"
+        f"Fisher information at (0, 1): F_mu,mu = {fisher[0, 0]:.4f}, "
+        f"F_sigma,sigma = {fisher[1, 1]:.4f}, F_mu,sigma = {coupling:.4f}",
+        highlight=False,
+        markup=False,
+        soft_wrap=True,
+    )
+
+
+# --- ABCDP (Park et al. 2021; dprelease.inference.abcdp) -----------------------------------------
+
+
+def _bandwidth(text: str) -> float | str:
+    if text == MEDIAN_PRIOR:
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        raise InputError(
+            f"--bandwidth must be a number or {MEDIAN_PRIOR!r}, not {text!r}"
+        ) from None
+
+
+@infer_app.command("abcdp", epilog=support.EXIT_CODES_HELP)
+def abcdp(
+    input_path: support.InputArgument,
+    schema: support.SchemaOption,
+    model: Annotated[
+        str,
+        typer.Option(
+            "--model",
+            help="Public model code: path/to/model.py:ClassName. Its simulate(theta, m, rng) "
+            "returns a DataFrame of schema columns: per draw (theta one draw of shape (p,), m "
+            "rows) or batched (theta of shape (B, p), B*m rows, draw b's rows in block b). "
+            "Declare `batched = False` or `batched = True` in the class, or let the dry run "
+            "detect it before anything is spent.",
+        ),
+    ],
+    epsilon: Annotated[float, typer.Option("--epsilon", help="Epsilon of the release.")],
+    n_samples: Annotated[int, typer.Option("--n-samples", help="Posterior samples c.")],
+    threshold: Annotated[float, typer.Option("--threshold", help="ABC threshold (MMD scale).")],
+    resample: Annotated[
+        bool, typer.Option("--resample", help="Fresh threshold noise after each acceptance.")
+    ] = False,
+    n_draws: Annotated[int, typer.Option("--n-draws", help="Prior draws T to test.")] = 10_000,
+    n_sim: Annotated[
+        int | None,
+        typer.Option("--n-sim", help="Simulated rows per draw m (default min(n_hat, 10000))."),
+    ] = None,
+    kernel: Annotated[
+        str, typer.Option("--kernel", help="gaussian_rff or gaussian_exact.")
+    ] = "gaussian_rff",
+    n_features: Annotated[int, typer.Option("--n-features", help="Random features D.")] = 500,
+    bandwidth: Annotated[
+        str, typer.Option("--bandwidth", help="Kernel bandwidth or median-prior.")
+    ] = "median-prior",
+    count_fraction: Annotated[
+        float, typer.Option("--count-fraction", help="Share of epsilon for the DP row count.")
+    ] = 0.05,
+    n_min: Annotated[int, typer.Option("--n-min", help="Refuse a DP count below this.")] = 20,
+    out: support.OutOption = Path("releases"),
+    ledger: support.LedgerOption = None,
+    seed: Annotated[
+        int | None,
+        typer.Option("--seed", help="Seed of prior draws, simulations, features (never DP noise)."),
+    ] = None,
+    on_invalid_rows: support.InvalidRowsOption = InvalidRows.refuse,
+    drop_extra_columns: support.DropExtraColumnsOption = False,
+    secure_noise: support.SecureNoiseOption = False,
+    verbose: support.VerboseOption = False,
+) -> None:
+    """Release c posterior samples of a simulator's parameters by DP rejection ABC (sparse
+    vector technique on the MMD to the real table); print the release directory.
+
+    The model is a class with parameter_names, columns (schema columns it simulates),
+    sample_prior(rng, size) returning a (size, p) array, and simulate(theta, m, rng)
+    returning a DataFrame. Written one draw at a time (theta of shape (p,), m rows; called
+    once per draw) or batched (theta of shape (B, p), B*m rows, faster). Declare
+    `batched = False` / `batched = True`, or let the dry run detect it (README, "Posterior
+    releases"). A per-draw example:
+
+    \b
+        class Model:
+            parameter_names = ("mu", "sd")
+            columns = ("y",)
+            batched = False  # optional
+            def sample_prior(self, rng, size):
+                return np.column_stack((rng.uniform(0, 5, size), rng.uniform(0.1, 2, size)))
+            def simulate(self, theta, m, rng):
+                mu, sd = theta
+                return pd.DataFrame({"y": np.clip(rng.normal(mu, sd, m), 0, 5)})
+    """
+    import secrets
+
+    from dprelease.release.abcdp import plan_abcdp_release
+    from dprelease.schema import load_schema
+
+    ledger_url = resolve_ledger_url(ledger)
+    seed = seed if seed is not None else secrets.randbits(63)  # the flow replans with it
+    with support.expected_errors(verbose):
+        config = parse_config(
+            ABCDPConfig, model=model, n_samples=n_samples, threshold=threshold,
+            epsilon=epsilon, count_fraction=count_fraction, resample=resample, n_draws=n_draws,
+            n_sim=n_sim, kernel=kernel, n_features=n_features, bandwidth=_bandwidth(bandwidth),
+            n_min=n_min, seed=seed, secure_noise=secure_noise, on_invalid_rows=on_invalid_rows,
+            drop_extra_columns=drop_extra_columns,
+        )  # fmt: skip
+        public = load_schema(schema)
+        plan = plan_abcdp_release(public, config)
+    mode = plan.plan.simulator.mode
+    support.stderr.print(
+        f"model {plan.plan.model.name}: simulated {mode.name} ({mode.rule})",
+        highlight=False, markup=False, soft_wrap=True,
+    )  # fmt: skip
+    support.publish_command(
+        "flows.abcdp:abcdp_flow",
+        plan=plan, input_path=input_path, schema=schema, config=config, out=out,
+        ledger_url=ledger_url, verbose=verbose, what=f"ABCDP of {public.dataset}",
+        summary=lambda manifest: (
+            f"{manifest['n_accepted']} of c={manifest['n_samples']} samples accepted after "
+            f"{manifest['t_stop']} draws; {manifest['svt_statement']}"
+        ),
+    )  # fmt: skip
+
+
+@infer_app.command("abcdp-plan")
+def abcdp_plan(
+    epsilon: Annotated[float, typer.Option("--epsilon", help="Epsilon of the release.")],
+    n_samples: Annotated[int, typer.Option("--n-samples", help="Posterior samples c.")],
+    n_hat_guess: Annotated[
+        float, typer.Option("--n-hat-guess", help="A guessed (public) row count.")
+    ],
+    threshold: Annotated[
+        float, typer.Option("--threshold", help="ABC threshold (MMD scale).")
+    ] = 0.1,
+    resample: Annotated[bool, typer.Option("--resample")] = False,
+    count_fraction: Annotated[float, typer.Option("--count-fraction")] = 0.05,
+    model: Annotated[
+        str | None, typer.Option("--model", help="Also dry-run this model (needs --schema).")
+    ] = None,
+    schema: Annotated[Path | None, typer.Option("--schema", help="Public schema (YAML).")] = None,
+    bandwidth: Annotated[str, typer.Option("--bandwidth")] = "median-prior",
+    seed: Annotated[int | None, typer.Option("--seed")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Print the SVT noise scale and the flip-probability curve at a guessed row count
+    (public: reads no data, spends nothing)."""
+    import json
+
+    from dprelease.inference.abcdp.mechanism import noise_plan
+
+    with support.expected_errors():
+        if not n_hat_guess > 0:
+            raise InputError("--n-hat-guess must be positive")
+        config = parse_config(
+            ABCDPConfig, model=model or "", n_samples=n_samples, threshold=threshold,
+            epsilon=epsilon, count_fraction=count_fraction, resample=resample,
+            n_draws=max(n_samples, 10_000), bandwidth=_bandwidth(bandwidth), seed=seed,
+        )  # fmt: skip
+        summary = noise_plan(config, n_hat_guess)
+        if model is not None:
+            from dprelease.release.abcdp import plan_abcdp_release
+            from dprelease.schema import load_schema
+
+            if schema is None:
+                raise InputError("--model needs --schema")
+            release = plan_abcdp_release(load_schema(schema), config)
+            summary["model"] = {
+                "sha256": release.plan.model.sha256,
+                "dry_run": "passed",
+                "simulator": release.plan.simulator.mode.to_dict(),
+            }
+            summary["bandwidth"] = release.plan.bandwidth
+    if as_json:
+        support.stdout.print_json(json.dumps(summary))
+        return
+    lines = [
+        f"epsilon {epsilon:g} = {summary['epsilon_count']:.4g} (DP row count, Laplace scale "
+        f"{summary['count_noise_scale']:.4g}) + {summary['epsilon_svt']:.4g} (SVT, "
+        f"{summary['variant']}, c={n_samples})",
+        f"at n_hat = {n_hat_guess:g}: sensitivity 1/n_hat = {summary['sensitivity']:.4g}, "
+        f"threshold noise b = {summary['threshold_noise_scale']:.4g}, distance noise 2b = "
+        f"{summary['query_noise_scale']:.4g}",
+        "flip probability G_b(|rho - threshold|):",
+        *(
+            f"  |rho - threshold| = {row['offset']:<9.3g} -> {row['probability']:.3g}"
+            for row in summary["flip_probability"]
+        ),
+    ]
+    if "model" in summary:
+        lines.append(
+            f"model dry run passed (sha256 {summary['model']['sha256'][:12]}...), "
+            f"bandwidth {summary['bandwidth']:.4g}, simulated "
+            f"{summary['model']['simulator']['mode']} ({summary['model']['simulator']['rule']})"
+        )
+    support.stdout.print("\n".join(lines), highlight=False, markup=False, soft_wrap=True)

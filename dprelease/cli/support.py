@@ -1,0 +1,240 @@
+"""Plumbing shared by every `dprelease` command that runs a flow or touches the ledger.
+
+- `fail` / `expected_errors`: an expected error (`DPReleaseError`: bad input, budget refusal,
+  unreliable weights) becomes ONE line on stderr, `error: ...`, and its exit code; no
+  traceback unless `--verbose`. Unexpected errors keep their traceback.
+- `run_flow`: runs a Prefect flow in this process with a concise rich progress line (the
+  current task) instead of Prefect's console log; Prefect's full run log still goes to the
+  Prefect API (UI) and, with `--verbose`, to the terminal.
+- `check_before_run`: the cap, then what can be checked about an input file without reading
+  its values (`io.stream.preflight`: existence, type, UTF-8 header, the column set), so those
+  errors come back before Prefect's temporary server starts (15-25 s here);
+  `publish_command` runs them and then the release flow.
+- `ledger_notice`: which ledger is used, and whether this dataset has history in it.
+
+Exit codes (README): 0 published, 1 unexpected error, 2 bad input or configuration, 3 the
+dataset's cap refuses the run, 4 the weights are unreliable (nothing published).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from dprelease.config import InputPolicy, InvalidRows, OutOfBounds
+from dprelease.errors import DPReleaseError
+from dprelease.io.stream import preflight
+from dprelease.privacy.ledger import LEDGER_URL_ENV, Ledger
+from dprelease.release.files import MANIFEST_FILE
+from dprelease.release.pipeline import Plan, check_budget
+from dprelease.release.synthetic_plan import DEFAULT_N_SYNTHETIC
+
+stdout = Console()
+stderr = Console(stderr=True)
+
+EXIT_CODES_HELP = (
+    "Exit codes: 0 published; 1 unexpected error; 2 bad input or configuration (nothing "
+    "spent when refused before the run starts); 3 the dataset's cap refuses the run (checked "
+    "before the data is read; nothing spent); 4 PSIS says the weights are unreliable (the "
+    "spend stays in the ledger, nothing published)."
+)
+LEDGER_HELP = (
+    f"SQLAlchemy URL of the privacy ledger (default: ${LEDGER_URL_ENV}, else "
+    "$DPRELEASE_HOME/ledger.sqlite, else ~/.local/share/dprelease/ledger.sqlite)"
+)
+LedgerOption = Annotated[str | None, typer.Option("--ledger", help=LEDGER_HELP)]
+
+
+InputArgument = Annotated[
+    Path, typer.Argument(metavar="INPUT", help="Real table (.csv UTF-8, or .parquet).")
+]
+SchemaOption = Annotated[Path, typer.Option("--schema", help="Public schema (YAML).")]
+OutOption = Annotated[Path, typer.Option("--out", help="Directory of the releases.")]
+InvalidRowsOption = Annotated[
+    InvalidRows,
+    typer.Option(
+        "--on-invalid-rows",
+        help="refuse: exit 2 on any invalid row or an empty table (interactive use); drop: "
+        "drop invalid rows inside the mechanism, so a release never depends on one row "
+        "(scheduled deployments).",
+    ),
+]
+OutOfBoundsOption = Annotated[
+    OutOfBounds,
+    typer.Option("--on-out-of-bounds", help="Clip or reject numbers outside the bounds."),
+]
+SecureNoiseOption = Annotated[
+    bool,
+    typer.Option(
+        "--secure-noise",
+        help="Laplace/Gaussian noise from OpenDP's samplers (DP-SGD in Opacus' secure mode).",
+    ),
+]
+NSyntheticOption = Annotated[
+    int | None,
+    typer.Option(
+        "--n-synthetic",
+        help=f"Synthetic rows (default: the schema's max_rows, at least {DEFAULT_N_SYNTHETIC})",
+        show_default=False,
+    ),
+]
+DropExtraColumnsOption = Annotated[
+    bool, typer.Option("--drop-extra-columns", help="Ignore input columns not in the schema.")
+]
+VerboseOption = Annotated[
+    bool,
+    typer.Option("--verbose", "-v", help="Show Prefect's run log and tracebacks of errors."),
+]
+
+
+def fail(message: str, exit_code: int = 2) -> typer.Exit:
+    """Print `error: message` on stderr; return the Exit to raise."""
+    stderr.print(f"[bold red]error:[/bold red] {message}", highlight=False, soft_wrap=True)
+    return typer.Exit(exit_code)
+
+
+@contextlib.contextmanager
+def expected_errors(verbose: bool = False) -> Iterator[None]:
+    """Turn a `DPReleaseError` into one `error:` line and its exit code."""
+    try:
+        yield
+    except DPReleaseError as error:
+        if verbose:
+            stderr.print_exception()
+        raise fail(str(error), error.exit_code) from None
+
+
+def claim_root_logger() -> None:
+    """Give the CLI process's root logger a (silent) handler before any library is imported.
+
+    Opacus calls `logging.basicConfig` when imported (for DP-SGD calibration this happens in
+    the checks before Prefect starts); on a root logger without handlers that installs a
+    stderr handler, Prefect then leaves the root alone and every INFO record of the run
+    reaches the terminal. With a handler present `basicConfig` does nothing and Prefect
+    configures the root as usual (its console handler obeys `--verbose`).
+    """
+    root = logging.getLogger()
+    if not root.handlers:
+        root.addHandler(logging.NullHandler())
+
+
+def prepare_prefect(verbose: bool) -> None:
+    """Environment for running a flow in this process, set before Prefect is imported.
+
+    Prefect's temporary server gets time to start on a small busy machine (its default of
+    20 s is often too short on 2 cores) and does not phone home. Without `verbose` Prefect's
+    console handler shows nothing (its API handler still sends the whole run log to the
+    server). A user's own settings win.
+    """
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    if not verbose:
+        os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "CRITICAL")
+
+
+class _ProgressLine(logging.Handler):
+    """Shows the task Prefect is running on one transient rich status line."""
+
+    _SUFFIX = re.compile(r"-[0-9a-f]{1,4}$")
+
+    def __init__(self, update: Callable[[str], None]) -> None:
+        super().__init__(logging.INFO)
+        self._update = update
+
+    def emit(self, record: logging.LogRecord) -> None:
+        name = getattr(record, "task_run_name", None)
+        if name:
+            self._update(self._SUFFIX.sub("", str(name)))
+
+
+def run_flow(flow_path: str, *, verbose: bool, what: str, **params: Any) -> Any:
+    """Run the flow at `flow_path` ("module:name", imported only now, after the Prefect
+    environment is prepared) in this process with a progress line; expected errors become
+    one line (see `expected_errors`)."""
+    import importlib
+
+    prepare_prefect(verbose)
+    module, name = flow_path.split(":")
+    flow = getattr(importlib.import_module(module), name)
+    loggers = [logging.getLogger("prefect.task_runs"), logging.getLogger("prefect.flow_runs")]
+    with expected_errors(verbose), contextlib.ExitStack() as stack:
+        if verbose:
+            return flow(**params)
+        status = stack.enter_context(stderr.status(f"{what}: starting Prefect"))
+        handler = _ProgressLine(lambda task: status.update(f"{what}: {task}"))
+        for logger in loggers:
+            logger.addHandler(handler)
+        stack.callback(lambda: [logger.removeHandler(handler) for logger in loggers])
+        return flow(**params)
+
+
+def check_before_run(ledger_url: str, plan: Plan, input_path: Path, policy: InputPolicy) -> None:
+    """The checks of a release that read no data, in order: the cap (exit 3; the input is not
+    even opened), then the input file's header (exit 2). Prints which ledger is used, and a
+    warning when the cap's delta exceeds 1 / max_rows."""
+    check_budget(ledger_url, plan)
+    preflight(input_path, plan.schema, policy)
+    stderr.print(ledger_notice(ledger_url, plan.dataset), highlight=False, soft_wrap=True)
+    if plan.schema.cap_delta_warning is not None:
+        stderr.print(f"warning: {plan.schema.cap_delta_warning}", highlight=False, soft_wrap=True)
+
+
+def publish_command(
+    flow_path: str,
+    *,
+    plan: Plan,
+    input_path: Path,
+    schema: Path,
+    config: InputPolicy,
+    out: Path,
+    ledger_url: str,
+    verbose: bool,
+    what: str,
+    summary: Callable[[dict], str],
+) -> None:
+    """What every release command does after planning: the checks that read no data, then
+    the flow in this process; then `summary(manifest)` on stderr and the release directory
+    on stdout."""
+    with expected_errors(verbose):
+        check_before_run(ledger_url, plan, input_path, config)
+    release_dir = run_flow(
+        flow_path,
+        verbose=verbose,
+        what=what,
+        input_path=str(input_path),
+        schema_path=str(schema),
+        config=config,
+        out_dir=str(out),
+        ledger_url=ledger_url,
+    )
+    manifest = json.loads((Path(release_dir) / MANIFEST_FILE).read_text())
+    stderr.print(f"published: {summary(manifest)}", highlight=False, soft_wrap=True)
+    stdout.print(release_dir, highlight=False, soft_wrap=True)
+
+
+def ledger_notice(ledger_url: str, dataset: str) -> str:
+    """One line: the ledger used and whether the dataset has history there."""
+    with Ledger(ledger_url) as ledger:
+        known = ledger.cap(dataset) is not None
+    shown = _redact(ledger_url)
+    if known:
+        return f"ledger: {shown}"
+    return (
+        f"ledger: {shown} (first release of dataset {dataset!r} in this ledger; if the "
+        "dataset was released before, this is the wrong ledger: pass --ledger)"
+    )
+
+
+def _redact(url: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)

@@ -1,0 +1,267 @@
+"""The plan of a synthetic release, fixed before the real data is read.
+
+`plan_release` turns the public schema and the settings (`dprelease.config.SyntheticConfig`)
+into a `SyntheticPlan`: the
+budget split between the generator and the weights, the generator (calibrated at
+construction), the weights' calibration, and the list of `PlannedSpend`s that the ledger
+reserves before any mechanism sees the data (docs/privacy-model.md section 7). Everything here is
+computed from public quantities: schema, configuration, the public synthetic size N_G.
+
+Defaults (all public functions of the schema and the arguments; the manifest records the
+values actually used):
+- delta: `default_delta` = the cap's delta times this release's share of the cap's epsilon,
+  `cap.delta * min(1, epsilon / cap.epsilon)`, so epsilon and delta run out together. A pure
+  epsilon cap (delta 0) gives delta 0.
+- generator and weights: `DEFAULT_GENERATOR` (independent marginals: fast, streams the input)
+  with `DEFAULT_WEIGHTS` (calibration weights: they restore the dependence on the target
+  that the marginals leave out). Both work with delta 0 (Laplace noise), so no input and no
+  cap is refused for the defaults' sake.
+- synthetic rows: the schema's `max_rows`, but at least `DEFAULT_N_SYNTHETIC` (weights need
+  many more synthetic rows than real ones to help; the number is public and free).
+
+Budget split: a private weight method gets the fraction F of the release's epsilon and
+delta and the generator the rest; `none` and `discriminator` weights leave the whole budget to
+the generator. `DEFAULT_WEIGHTS_FRACTION` = 0.2 is chosen from the evidence of
+benchmarks/utility.py on three public tables (README, "Choosing a generator and weights"),
+where marginals + calibration at F = 0.2 beat the unweighted rows and OpenDP's AIM on the
+target model's coefficients. (The paper's beta_debiased weights did best at F = 0.1 in
+benchmarks/weights_fraction.py; pass --weights-fraction when choosing them.)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dprelease import weights as weight_methods
+from dprelease.config import SyntheticConfig
+from dprelease.encoding import Encoder
+from dprelease.errors import InputError
+from dprelease.generators import Generator, make_generator
+from dprelease.generators.base import CountsGenerator
+from dprelease.privacy.accounting import PlannedSpend, Spend, compose, default_delta
+from dprelease.privacy.mechanisms import DESCRIPTION_KEY
+from dprelease.release.pipeline import KindPlan
+from dprelease.schema import Schema
+from dprelease.weights.logistic_stream import STREAMING_WEIGHTS
+
+DEFAULT_N_SYNTHETIC = 20_000
+DEFAULT_GENERATOR = "marginals"
+DEFAULT_WEIGHTS = "calibration"
+DEFAULT_WEIGHTS_FRACTION = 0.2
+BUDGET_FREE_WEIGHTS = ("none", "discriminator")
+SYNTHETIC_CALIBRATED_WEIGHTS = "weight_noised"
+
+
+def weights_mechanism(method: str) -> str:
+    """The ledger's mechanism name of a weight method's spend."""
+    return f"weights:{method}"
+
+
+@dataclass(frozen=True)
+class SyntheticPlan(KindPlan):
+    """The public plan of one synthetic release: the settings with their defaults resolved,
+    the calibrated (unfitted) generator, the weights' calibration, and the spends."""
+
+    config: SyntheticConfig
+    encoder: Encoder
+    generator: Generator
+    n_synthetic: int
+    weights_fraction: float
+    weights_budget: Spend
+    weights_plan: dict
+
+    @property
+    def streams(self) -> bool:
+        """Whether the release reads the real table in chunks (`dprelease.io.stream`,
+        memory bounded by the chunk): a generator fitted from summed cell counts with weights
+        that read the real rows in chunks (`calibration`, the logistic ones) or not at all."""
+        return isinstance(self.generator, CountsGenerator) and self.config.weights in (
+            *STREAMING_WEIGHTS,
+            *weight_methods.CHUNKED_METHODS,
+            "none",
+        )
+
+    @property
+    def generator_spends(self) -> list[PlannedSpend]:
+        return self.generator.planned_spends()
+
+    @property
+    def weights_spend(self) -> PlannedSpend | None:
+        if self.weights_budget.epsilon == 0:
+            return None
+        return PlannedSpend(
+            mechanism=weights_mechanism(self.config.weights),
+            epsilon=self.weights_budget.epsilon,
+            delta=self.weights_budget.delta,
+            params={"component": "weights", **self.weights_plan},
+            description=self.weights_plan.get(DESCRIPTION_KEY),
+        )
+
+    def actual_weights_spends(self, estimate: weight_methods.WeightEstimate) -> list[PlannedSpend]:
+        """What the weights actually spent, to commit against their reservation."""
+        if self.weights_spend is None:
+            return []
+        return [
+            PlannedSpend(
+                mechanism=self.weights_spend.mechanism,
+                epsilon=estimate.epsilon_spent,
+                delta=estimate.delta_spent,
+                params={"component": "weights", **estimate.details},
+                description=estimate.details.get(DESCRIPTION_KEY),
+            )
+        ]
+
+    @property
+    def planned_spends(self) -> list[PlannedSpend]:
+        spends = list(self.generator_spends)
+        if self.weights_spend is not None:
+            spends.append(self.weights_spend)
+        return spends
+
+    @property
+    def total(self) -> Spend:
+        return compose(self.planned_spends)
+
+    def configuration(self) -> dict:
+        """The public configuration recorded in the manifest."""
+        config = self.config.model_dump(mode="json")
+        return {
+            "release": {
+                key: config[key]
+                for key in (
+                    "epsilon",
+                    "delta",
+                    "n_synthetic",
+                    "seed",
+                    "on_out_of_bounds",
+                    "on_invalid_rows",
+                    "drop_extra_columns",
+                    "temper",
+                    "allow_unreliable_weights",
+                    "secure_noise",
+                )
+            }
+            | {"n_synthetic": self.n_synthetic},
+            "generator": self.generator.config()
+            | {"epsilon": self.generator.epsilon, "delta": self.generator.delta},
+            "weights": {
+                "method": self.config.weights,
+                "fraction": self.weights_fraction,
+                "epsilon": self.weights_budget.epsilon,
+                "delta": self.weights_budget.delta,
+                **self.weights_plan,
+            },
+        }
+
+
+def resolve_defaults(schema: Schema, config: SyntheticConfig) -> SyntheticConfig:
+    """Fill in delta, generator, weights and the number of rows left unset (see the module
+    docstring)."""
+    delta = default_delta(schema.budget, config.epsilon) if config.delta is None else config.delta
+    return config.model_copy(
+        update={
+            "delta": delta,
+            "generator": config.generator or DEFAULT_GENERATOR,
+            "weights": config.weights or DEFAULT_WEIGHTS,
+            "n_synthetic": config.n_synthetic or default_n_synthetic(schema),
+        }
+    )
+
+
+def plan_release(
+    schema: Schema, config: SyntheticConfig, *, evaluation: bool = False
+) -> SyntheticPlan:
+    """Validate the configuration and calibrate every mechanism from public quantities.
+
+    `evaluation=True` (the evaluation harness only; no release path sets it) admits the
+    non-private reference weights `logreg` and `mlp`, which a release refuses."""
+    config = resolve_defaults(schema, config)
+    if config.weights in weight_methods.NON_PRIVATE_METHODS and not evaluation:
+        raise InputError(
+            f"weights {config.weights!r} are not differentially private; they exist for "
+            "benchmarks only and a release refuses them (use calibration, beta_debiased or dp_mlp)"
+        )
+    if config.weights not in weight_methods.METHODS:
+        known = ", ".join(
+            m for m in weight_methods.METHODS if m not in weight_methods.NON_PRIVATE_METHODS
+        )
+        raise InputError(f"unknown weights method {config.weights!r}; choose one of: {known}")
+    fraction = _weights_fraction(config)
+    release = Spend(config.epsilon, config.delta)
+    weights_budget = Spend(fraction * release.epsilon, fraction * release.delta)
+    encoder = Encoder(schema)
+    generator = make_generator(
+        config.generator,
+        encoder,
+        release.epsilon - weights_budget.epsilon,
+        release.delta - weights_budget.delta,
+        **config.generator_options,
+    )
+    if config.weights == "discriminator" and not generator.has_discriminator:
+        raise InputError(
+            f"generator {config.generator!r} has no probabilistic discriminator; choose "
+            "another weights method or a DP-GAN generator"
+        )
+    weights_plan = _plan_weights(config, weights_budget, encoder, config.n_synthetic)
+    return SyntheticPlan(
+        schema=schema,
+        config=config,
+        encoder=encoder,
+        generator=generator,
+        n_synthetic=config.n_synthetic,
+        weights_fraction=fraction,
+        weights_budget=weights_budget,
+        weights_plan=weights_plan,
+    )
+
+
+def _weights_fraction(config: SyntheticConfig) -> float:
+    if config.weights in BUDGET_FREE_WEIGHTS:
+        if config.weights_fraction not in (None, 0):
+            raise InputError(f"weights {config.weights!r} take no budget; drop --weights-fraction")
+        return 0.0
+    fraction = (
+        DEFAULT_WEIGHTS_FRACTION if config.weights_fraction is None else config.weights_fraction
+    )
+    if not 0 < fraction < 1:
+        raise InputError(
+            f"--weights-fraction must be strictly between 0 and 1 (got {fraction}): both the "
+            "generator and the weights need a positive share of the budget"
+        )
+    return fraction
+
+
+def _plan_weights(
+    config: SyntheticConfig, budget: Spend, encoder: Encoder, n_synthetic: int
+) -> dict:
+    if config.weights in BUDGET_FREE_WEIGHTS:
+        return {"mechanism": "none" if config.weights == "none" else "post-processing"}
+    if config.weights == SYNTHETIC_CALIBRATED_WEIGHTS:
+        # Its noise scale depends on the synthetic design matrix, a DP output that exists only
+        # after the generator ran; the reservation holds (epsilon, delta) and the commit the
+        # scale. A refusal of that scale comes after the generator's spend.
+        return {
+            "method": config.weights,
+            "calibration": "from the public synthetic design matrix, after sampling",
+        }
+    return weight_methods.plan(
+        config.weights,
+        budget.epsilon,
+        budget.delta,
+        encoder.width,
+        n_synthetic,
+        **weights_options(config.weights, config.weights_options, encoder),
+    )
+
+
+def default_n_synthetic(schema: Schema) -> int:
+    """The schema's public `max_rows`, but at least `DEFAULT_N_SYNTHETIC`."""
+    return max(schema.max_rows or 0, DEFAULT_N_SYNTHETIC)
+
+
+def weights_options(method: str, options: dict, encoder: Encoder) -> dict:
+    """The weight method's options, with the public encoder for methods whose feature map
+    is built from the schema's columns (`weight_methods.ENCODER_METHODS`)."""
+    if method in weight_methods.ENCODER_METHODS:
+        return {**options, "encoder": encoder}
+    return dict(options)
