@@ -35,19 +35,11 @@ test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q
 
+BENCHMARKS := release psis weights generators weights_fraction cli_latency accounting \
+	adaptive_truncation abcdp abcdp_calibration scale utility gan_discriminator_weights
+
 bench: $(STAMP)
-	$(BIN)/python benchmarks/release.py
-	$(BIN)/python benchmarks/psis.py
-	$(BIN)/python benchmarks/weights.py
-	$(BIN)/python benchmarks/generators.py
-	$(BIN)/python benchmarks/weights_fraction.py
-	$(BIN)/python benchmarks/cli_latency.py
-	$(BIN)/python benchmarks/accounting.py
-	$(BIN)/python benchmarks/adaptive_truncation.py
-	$(BIN)/python benchmarks/abcdp.py
-	$(BIN)/python benchmarks/scale.py
-	$(BIN)/python benchmarks/utility.py
-	$(BIN)/python benchmarks/gan_discriminator_weights.py
+	set -e; for name in $(BENCHMARKS); do $(BIN)/python benchmarks/$$name.py; done
 
 clean:
 	rm -rf releases evaluations .pytest_cache

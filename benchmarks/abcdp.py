@@ -1,4 +1,5 @@
-"""Benchmark: ABCDP (seed 004), the paper's Figure 1 and toy example (spec abcdp.md 6.1-6.5).
+"""Benchmark: ABCDP (Park et al. 2021), the paper's Figure 1 and toy example (docs/abcdp.md section
+6.1-6.5).
 
 1. Flip probability (Figure 1, code `prob_flip.py`): rho ~ U[0, 1] (100 values), eps_abc = 0.2,
    G_b(|rho - eps_abc|) with b = 2 c Delta / epsilon and Delta = 1/N (the script's choice), for
@@ -14,14 +15,22 @@
    over the 5 coordinates (the code's "MSE"); a run that accepts nothing scores the prior
    mean's error. Grid: c in {10, 100, 1000}, eps_abc in {0.05, 0.1, 0.2, 0.5}, epsilon in
    {0.5, 1, 10, inf}, both RESAMPLE options; paper calibration (Delta = 2/N with the true N,
-   all epsilon to the SVT) so the numbers compare with spec 6.5; then the dprelease
+   all epsilon to the SVT) so the numbers compare with docs/abcdp.md 6.5; then the dprelease
    calibration (n_hat from a Laplace count at 5 % of epsilon, Delta = 1/n_hat) on the same
    data sets. Writes `abcdp_toy_error.png` (error vs eps_abc per c and option).
+   Beside it, the exact (non-private) rejection ABC reference (`inference/abcdp/reference.py`:
+   same draws, kernel and threshold, n_hat = N) for c = 10 and a few epsilons: the DP error,
+   the exact error, the distance between their posterior means, and the share of DP-accepted
+   draws that exact ABC accepts too (dprelease calibration).
 3. Speed: one full `run_abcdp` on the bundled toy table with T = 10 000, m = 5000, D = 100 and a
-   threshold nothing passes (every draw simulated and tested: the worst case).
+   threshold nothing passes (every draw simulated and tested: the worst case); and the
+   bundled breast-cancer model simulated per draw against batched (2000 draws, m = 569,
+   checked and encoded as in a release).
 
 Run: ``.venv/bin/python benchmarks/abcdp.py [OUT_DIR] [--datasets 10] [--replicates 20]``
-(default OUT_DIR benchmarks/out/). Takes a few minutes on 2 cores.
+(default OUT_DIR benchmarks/out/). Takes a few minutes on 2 cores. Simulation-based
+calibration against exact ABC and the power of the report's prior test:
+`benchmarks/abcdp_calibration.py`.
 """
 
 from __future__ import annotations
@@ -35,10 +44,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dprelease.inference.abcdp import ABCDPConfig, plan_abcdp, run_abcdp
-from dprelease.inference.abcdp_kernel import RandomFourierFeatures
-from dprelease.inference.abcdp_model import SimulatorCheck, load_model
-from dprelease.inference.abcdp_svt import dp_row_count, flip_probability, svt_below_threshold
+from dprelease.config import ABCDPConfig
+from dprelease.inference.abcdp.kernel import RandomFourierFeatures
+from dprelease.inference.abcdp.mechanism import plan_abcdp, run_abcdp
+from dprelease.inference.abcdp.model import SimulatorCheck, load_model
+from dprelease.inference.abcdp.reference import exact_acceptance
+from dprelease.inference.abcdp.svt import flip_probability, svt_below_threshold
+from dprelease.privacy.counting import dp_row_count
 from dprelease.privacy.noise import NoiseSource
 from dprelease.schema import load_schema
 
@@ -49,6 +61,7 @@ N_ROWS, N_DRAWS, N_FEATURES, BANDWIDTH = 5000, 10_000, 100, 0.12
 CS, THRESHOLDS, EPSILONS = (10, 100, 1000), (0.05, 0.1, 0.2, 0.5), (0.5, 1.0, 10.0, math.inf)
 FLIP_EPSILONS = (0.01, 0.1, 0.5, 1, 5, 10, 50, 100)
 FLIP_NS = (10, 100, 1000)
+BESIDE_THRESHOLDS, BESIDE_EPSILONS = (0.05, 0.1, 0.2), (0.5, 1.0, 10.0, 100.0, 1000.0)
 
 
 def flip_table(out_dir: Path) -> None:
@@ -107,7 +120,7 @@ def run_cell(data, c, eps_abc, epsilon, resample, calibration, replicates) -> tu
     for theta, real_sum, embeddings in data:
         if math.isinf(epsilon):
             distances = np.linalg.norm(embeddings - real_sum / N_ROWS, axis=1)
-            accepted = tuple(np.flatnonzero(distances <= eps_abc)[:c])
+            accepted = exact_acceptance(distances, eps_abc, c)
             errors.append(error_of(theta, accepted))
             counts.append(len(accepted))
             continue
@@ -171,6 +184,46 @@ def toy_tables(out_dir: Path, n_datasets: int, replicates: int) -> None:
                     f"{ours[0]:.3f} / {ours[1]:.3f}"
                 )
     toy_figure(grid, prior, out_dir)
+    beside_exact(data, replicates)
+
+
+def beside_exact(data, replicates: int, c: int = 10) -> None:
+    """The DP posterior (dprelease calibration) beside exact rejection ABC on the same data."""
+    print(
+        f"\n== Toy beside exact rejection ABC (same draws, kernel, threshold; n_hat = N), "
+        f"c = {c}, no resampling, dprelease calibration; {len(data)} data sets x {replicates}"
+    )
+    print("per epsilon: DP error / |DP mean - exact mean| / share of DP draws exact ABC accepts")
+    print("eps_abc exact error (acc)  " + "".join(f"eps={e:<20g}" for e in BESIDE_EPSILONS))
+    for eps_abc in BESIDE_THRESHOLDS:
+        exact_errors, counts, cells = [], [], {e: ([], [], []) for e in BESIDE_EPSILONS}
+        for theta, real_sum, embeddings in data:
+            exact_distances = np.linalg.norm(embeddings - real_sum / N_ROWS, axis=1)
+            exact = exact_acceptance(exact_distances, eps_abc, c)
+            exact_mean = theta[list(exact)].mean(axis=0) if exact else theta.mean(axis=0)
+            exact_errors.append(error_of(theta, exact))
+            counts.append(len(exact))
+            for epsilon in BESIDE_EPSILONS:
+                for _ in range(replicates):
+                    noise = NoiseSource()
+                    n_hat = dp_row_count(N_ROWS, 0.05 * epsilon, noise)
+                    distances = np.linalg.norm(embeddings - real_sum / n_hat, axis=1)
+                    outcome = svt_below_threshold(
+                        [distances], eps_abc, c, 0.95 * epsilon, 1.0 / n_hat, False, noise
+                    )
+                    chosen = list(outcome.accepted)
+                    dp_mean = theta[chosen].mean(axis=0) if chosen else theta.mean(axis=0)
+                    errors, gaps, shares = cells[epsilon]
+                    errors.append(error_of(theta, outcome.accepted))
+                    gaps.append(float(np.abs(dp_mean - exact_mean).mean()))
+                    if chosen:
+                        shares.append(float(np.mean(exact_distances[chosen] <= eps_abc)))
+        row = f"{eps_abc:<7g} {np.mean(exact_errors):.3f} ({np.mean(counts):>4.1f})     "
+        for epsilon in BESIDE_EPSILONS:
+            errors, gaps, shares = cells[epsilon]
+            share = f"{np.mean(shares):.2f}" if shares else "n/a"
+            row += f"{np.mean(errors):.3f}/{np.mean(gaps):.3f}/{share:<8}  "
+        print(row)
 
 
 def toy_figure(grid: dict, prior: float, out_dir: Path) -> None:
@@ -203,7 +256,7 @@ def toy_figure(grid: dict, prior: float, out_dir: Path) -> None:
 
 def speed() -> None:
     config = ABCDPConfig(
-        n_samples=10, threshold=1e-6, epsilon=1.0, n_draws=N_DRAWS, n_sim=N_ROWS,
+        model=MODEL, n_samples=10, threshold=1e-6, epsilon=1.0, n_draws=N_DRAWS, n_sim=N_ROWS,
         n_features=N_FEATURES, bandwidth=BANDWIDTH, seed=0,
     )  # fmt: skip
     plan = plan_abcdp(load_schema(SCHEMA), load_model(MODEL), config)
@@ -218,6 +271,20 @@ def speed() -> None:
     )
 
 
+def per_draw_speed(n_draws: int = 2000, m: int = 569) -> None:
+    schema = load_schema("data/breast_cancer.yaml")
+    print(f"\n== Speed: simulating {n_draws} draws x m = {m} rows (checked, encoded)")
+    for name in ("RadiusByDiagnosis", "RadiusByDiagnosisPerDraw"):
+        check = SimulatorCheck(load_model(f"data/models/breast_cancer_radius.py:{name}"), schema)
+        theta = check.prior(np.random.default_rng(0), n_draws)
+        rng = np.random.default_rng(1)
+        started = time.perf_counter()
+        for start in range(0, n_draws, 250_000 // m):
+            check.simulate(theta[start : start + 250_000 // m], m, rng)
+        print(f"{check.mode.name:<9} ({name}): {time.perf_counter() - started:.2f} s wall")
+    print(f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out_dir", nargs="?", default="benchmarks/out")
@@ -229,6 +296,7 @@ def main() -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     flip_table(out_dir)
     speed()
+    per_draw_speed()
     if not args.skip_toy:
         toy_tables(out_dir, args.datasets, args.replicates)
     print(f"\nfigures in {out_dir}/")

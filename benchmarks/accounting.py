@@ -1,5 +1,7 @@
-"""How many releases a cap admits under basic and under tight (pld) composition, and what the
-tight check costs inside the reservation lock.
+"""How many releases a cap admits under the accountants that may enforce it (basic, and rdp:
+the Rényi filter), what the PLD figure would have admitted (reported only: valid for a
+sequence of mechanisms fixed in advance, never used to admit a release), and what the rdp
+check costs inside the reservation lock.
 
 `python benchmarks/accounting.py [--cap-epsilon 6] [--cap-delta 1e-6] [--epsilon 1] [--runs 3]`
 
@@ -11,12 +13,14 @@ the cap's delta in proportion to epsilon):
   dpgan (DP-SGD, Poisson-subsampled Gaussian) and OpenDP's AIM and MST (rho-zCDP)
   generators for comparison;
 - adaptive truncation (min_rows variant): one pure-epsilon entry (per-row Laplace releases in
-  parallel composition), as `truncation_privacy` reserves it;
+  parallel composition), as `inference.truncation.privacy` reserves it;
 - ABCDP: a Laplace row count (count_fraction of epsilon) and a pure-epsilon SVT.
-Timing: a SQLite ledger with 100 entries of the kind (and a worst case of 100 distinct
-Laplace mechanisms), cold (per-process PLD caches cleared: includes building the PLDs, done
-before taking the lock) and locked (the composition the lock waits for). Public quantities
-only: no data is read.
+Columns: `basic` and `rdp` count releases admitted; `pld*` how many the PLD figure would
+have admitted (not enforced); `eps(rdp) at basic max` the Rényi filter's epsilon after as
+many releases as basic admits. Timing: a SQLite ledger with 100 entries of the kind (and a
+worst case of 100 distinct Laplace mechanisms), cold (per-process Rényi-curve cache cleared;
+a reserve composes under the lock) and locked (the composition the lock waits for). Public
+quantities only: no data is read.
 """
 
 from __future__ import annotations
@@ -26,16 +30,15 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import fields
 from pathlib import Path
 
-from dprelease.inference.abcdp import ABCDPConfig
-from dprelease.planning import DEFAULT_WEIGHTS, ReleaseConfig, plan_release
-from dprelease.privacy import accountants
+from dprelease.config import ABCDPConfig, SyntheticConfig
+from dprelease.privacy import accountants, rdp_filter
 from dprelease.privacy.accounting import Cap, PlannedSpend, Spend, compose
 from dprelease.privacy.calibration import laplace_scale
 from dprelease.privacy.ledger import Ledger
 from dprelease.privacy.mechanisms import Laplace, PureEpsilon
+from dprelease.release.synthetic_plan import DEFAULT_WEIGHTS, plan_release
 from dprelease.schema import Budget, load_schema
 
 ROOT = Path(__file__).parent.parent
@@ -45,7 +48,7 @@ HISTORY = 100
 def synthetic(cap: Spend, epsilon: float, generator: str, options: dict) -> list[PlannedSpend]:
     schema = load_schema(ROOT / "data" / "breast_cancer.yaml")
     schema = schema.model_copy(update={"budget": Budget(epsilon=cap.epsilon, delta=cap.delta)})
-    config = ReleaseConfig(epsilon=epsilon, generator=generator, generator_options=options)
+    config = SyntheticConfig(epsilon=epsilon, generator=generator, generator_options=options)
     return plan_release(schema, config).planned_spends
 
 
@@ -54,7 +57,7 @@ def truncation(epsilon: float) -> list[PlannedSpend]:
 
 
 def abcdp(epsilon: float) -> list[PlannedSpend]:
-    default = {f.name: f.default for f in fields(ABCDPConfig)}["count_fraction"]
+    default = ABCDPConfig.model_fields["count_fraction"].default
     count = default * epsilon
     return [
         PlannedSpend("dp_row_count", count, 0.0, {}, Laplace(laplace_scale(1.0, count), 1.0)),
@@ -62,26 +65,20 @@ def abcdp(epsilon: float) -> list[PlannedSpend]:
     ]
 
 
-def clear_caches() -> None:
-    accountants._single_pld.cache_clear()
-    accountants._repeated_pld.cache_clear()
-    accountants._zcdp_epsilon.cache_clear()
-
-
 def time_reserve(history: list[PlannedSpend], planned: list[PlannedSpend], runs: int) -> tuple:
     """Median seconds of a cold reserve and of the locked composition, 100-entry history."""
-    cap = Cap(1e6, 0.5, "pld")  # never refuses: the check's cost, not its answer
+    cap = Cap(1e6, 0.5, "rdp")  # never refuses: the check's cost, not its answer
     cold, locked = [], []
     with tempfile.TemporaryDirectory() as directory:
         for run in range(runs):
             with Ledger(f"sqlite:///{Path(directory) / f'{run}.sqlite'}") as ledger:
                 ledger.reserve("d", cap, "history", history)
-                clear_caches()
+                rdp_filter.rdp_curve.cache_clear()
                 started = time.perf_counter()
                 ledger.reserve("d", cap, "next", planned)
                 cold.append(time.perf_counter() - started)
                 started = time.perf_counter()
-                accountants.compose_history([*history, *planned, *planned], cap, "pld")
+                accountants.compose_history([*history, *planned, *planned], cap, "rdp")
                 locked.append(time.perf_counter() - started)
     return statistics.median(cold), statistics.median(locked)
 
@@ -104,23 +101,42 @@ def main() -> None:
         "abcdp (count + SVT)": lambda: abcdp(eps),
     }
     print(f"cap epsilon={cap.epsilon:g}, delta={cap.delta:g}; epsilon {eps:g} per release")
-    header = f"{'release kind':<40}{'delta/rel':>10}{'basic':>7}{'pld':>6}"
-    print(f"{header}{'eps(pld) at basic max':>23}{'cold s':>9}{'locked s':>10}")
+    header = f"{'release kind':<40}{'delta/rel':>10}{'basic':>7}{'rdp':>6}{'pld*':>6}"
+    print(f"{header}{'eps(rdp) at basic max':>23}{'cold s':>9}{'locked ms':>10}")
     for name, make in kinds.items():
         release = make()
         basic = accountants.releases_that_fit([], release, cap, "basic")
-        tight = accountants.releases_that_fit([], release, cap, "pld")
-        at_basic = accountants.compose_history(release * max(basic, 1), cap, "pld").tight
+        tight = accountants.releases_that_fit([], release, cap, "rdp")
+        reported = pld_would_admit(release, cap)
+        at_basic = accountants.compose_history(release * max(basic, 1), cap, "rdp").enforced
         per = compose(release)
         history = (release * HISTORY)[:HISTORY]
         cold, locked = time_reserve(history, release, args.runs)
         print(
-            f"{name:<40}{per.delta:>10.3g}{basic:>7}{tight:>6}{at_basic.epsilon:>23.4f}"
-            f"{cold:>9.3f}{locked:>10.3f}"
+            f"{name:<40}{per.delta:>10.3g}{basic:>7}{tight:>6}{reported:>6}"
+            f"{at_basic.epsilon:>23.4f}{cold:>9.3f}{1000 * locked:>10.2f}"
         )
     worst = [PlannedSpend("l", 0.05, 0.0, {}, Laplace(20.0 + i / 100, 1.0)) for i in range(HISTORY)]
     cold, locked = time_reserve(worst, truncation(eps), args.runs)
-    print(f"{'worst case: 100 distinct mechanisms':<40}{'':>46}{cold:>9.3f}{locked:>10.3f}")
+    print(f"{'worst case: 100 distinct mechanisms':<40}{'':>52}{cold:>9.3f}{1000 * locked:>10.2f}")
+    print("* pld: what the PLD figure would admit; reported only, it never admits a release")
+
+
+def pld_would_admit(release: list[PlannedSpend], cap: Spend) -> int:
+    """Releases whose PLD figure (or basic sums) fit the cap: what the pld accountant admitted
+    before it lost the right to enforce (no filter proof)."""
+
+    def fits(k: int) -> bool:
+        composition = accountants.compose_history(release * k, cap, "rdp", report_pld=True)
+        reported = composition.fixed_in_advance
+        return composition.basic.fits_within(cap) or (
+            reported is not None and reported.fits_within(cap)
+        )
+
+    count = 0
+    while fits(count + 1):
+        count += 1
+    return count
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""Reproduce Yildirim (2023) section 6 with dprelease's adaptive truncation (spec 5.1-5.2, C5).
+"""Reproduce Yildirim (2023) section 6 with dprelease's adaptive truncation
+(docs/adaptive-truncation.md 5.1-5.2, C5).
 
     python benchmarks/adaptive_truncation.py [--out DIR] [--reps 20] [--epsilons 1 2 5 10]
 
@@ -8,8 +9,9 @@ m + [a*, b*] c with the quadrature design) and "fixed" (the paper's non-adaptive
 [mu - 10 sigma, mu + 10 sigma] built from the TRUE parameters, an oracle available only on
 simulated data). Both use the IBIS engine with the exact likelihood and the correct Laplace
 scale (r - l)/epsilon; the paper used the latent-variable SMC and noise of scale
-(r - l)/(epsilon sqrt 2) (spec 4.2). Each repetition draws a fresh data set (seeded) and fresh
-DP noise from a production `NoiseSource` (OS entropy), so numbers vary slightly run to run.
+(r - l)/(epsilon sqrt 2) (docs/adaptive-truncation.md 4.2). Each repetition draws a fresh data set
+(seeded) and fresh DP noise from a production `NoiseSource` (OS entropy), so numbers vary slightly
+run to run.
 
 Prints the table (mean/median/max |posterior mean - truth| of mu, mean posterior sd of mu,
 90 % coverage of the central posterior interval, the same for sigma, time per run) and the C5
@@ -28,13 +30,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dprelease.inference.adaptive_truncation import (
+from dprelease.inference.truncation.design import design_truncation
+from dprelease.inference.truncation.engines import NormalPrior
+from dprelease.inference.truncation.online import (
     OnlineTruncatedEstimator,
     run_adaptive_truncation,
 )
-from dprelease.inference.truncation_design import design_truncation
-from dprelease.inference.truncation_engines import NormalPrior
-from dprelease.inference.truncation_oracle import oracle_agreement, passes_oracle_check
+from dprelease.inference.truncation.oracle import oracle_agreement, passes_oracle_check
 from dprelease.privacy.noise import NoiseSource
 
 TRUTH_MU, TRUTH_SIGMA = 50.0, math.sqrt(10.0)
@@ -107,7 +109,7 @@ def c5_verdicts(table: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
     return lines
 
 
-ORACLE_SETTINGS = [  # spec C4: (epsilon, n, N, engine)
+ORACLE_SETTINGS = [  # docs/adaptive-truncation.md C4: (epsilon, n, N, engine)
     (1.0, 300, 500, "ibis"), (1.0, 1000, 1000, "ibis"), (5.0, 1000, 1000, "ibis"),
     (1.0, 300, 500, "latent_smc"),
 ]  # fmt: skip

@@ -24,7 +24,7 @@ import pandas as pd
 import yaml
 
 ROOT = Path(__file__).parent.parent
-CLI = [sys.executable, "-m", "dprelease.cli"]
+CLI = [sys.executable, "-m", "dprelease.cli.app"]
 
 
 def timed(args: list[str], env: dict) -> tuple[float, int]:

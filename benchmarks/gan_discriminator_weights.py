@@ -77,11 +77,11 @@ def run(steps: int | None) -> dict[str, object]:
     options = {} if steps is None else {"steps": steps}
     generator = make_generator("dpgan", encoder, EPSILON, DELTA, **options)
     started = time.perf_counter()
-    generator.fit(real)
+    fitted = generator.fit(real)
     seconds = time.perf_counter() - started
-    synthetic = generator.sample(N_ROWS, np.random.default_rng(0))
+    synthetic = fitted.sample(N_ROWS, np.random.default_rng(0))
     log_weights = weights.estimate(
-        "discriminator", None, synthetic, discriminator=generator.discriminator
+        "discriminator", None, synthetic, discriminator=fitted.discriminator
     ).log_weights
     result = psis(log_weights)
     tail = np.sort(log_weights)[-math.ceil(min(0.2 * N_ROWS, 3 * math.sqrt(N_ROWS))) :]

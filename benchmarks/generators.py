@@ -68,10 +68,10 @@ def run_generator(name: str, epsilon: float) -> dict[str, float | str]:
     generator = make_generator(name, encoder, epsilon, delta, **(GAN_OPTIONS if is_gan else {}))
     rss_before = _peak_rss_mb()
     start = time.perf_counter()
-    generator.fit(real)
+    fitted = generator.fit(real)
     fit_seconds = time.perf_counter() - start
     start = time.perf_counter()
-    synthetic = generator.sample(N_ROWS, np.random.default_rng(0))
+    synthetic = fitted.sample(N_ROWS, np.random.default_rng(0))
     sample_seconds = time.perf_counter() - start
     one_way = list(marginal_tvd(encoder, real, synthetic).values())
     two_way = list(marginal_tvd(encoder, real, synthetic, order=2).values())

@@ -5,12 +5,12 @@
 
 The census-like tables (`dprelease.datasets.census_like`) are written once, chunk by chunk,
 as Parquet files in the scratch directory (never in the repository) and reused. Each size is
-released in a fresh child process that runs the release flow's tasks in the flow's order
-(`tasks.release`, their `.fn`: the library code without Prefect's orchestration, whose
-overhead benchmarks/release.py measures) with the default generator (marginals) and weights
-(calibration, its sums streamed over the chunks), an SQLite ledger, and writes the release.
-The child reports each stage's wall time and the process's peak RSS (`resource.getrusage`,
-ru_maxrss) after the stage.
+released in a fresh child process by the product's release pipeline
+(`dprelease.release.pipeline.publish`, without Prefect's orchestration, whose overhead
+benchmarks/release.py measures) with the default generator and weights (the real table
+streamed in chunks), an SQLite ledger, and writes the release. The child reports each
+pipeline step's wall and CPU time and the process's peak RSS after it
+(`dprelease.evaluation.timing.StepTimer`).
 Targets (issue 13): peak RSS <= 1.5 GB for 10M rows in and 1M out; >= 1M real rows/s in the
 read+validate+count stage.
 """
@@ -20,14 +20,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import astuple
 from pathlib import Path
 
-from dprelease.planning import DEFAULT_GENERATOR, DEFAULT_WEIGHTS
+from dprelease.release.synthetic_plan import DEFAULT_GENERATOR, DEFAULT_WEIGHTS
 
 ROOT = Path(__file__).parent.parent
 GENERATE_ROWS = 500_000
@@ -66,66 +66,26 @@ def scale_schema(scratch: Path, rows: int) -> Path:
 
 
 def child(input_path: str, schema_path: str, n_synthetic: int, out_dir: str) -> None:
-    """One release, stage by stage; prints one JSON line of (stage, seconds, peak RSS MB)."""
-    from dprelease.planning import ReleaseConfig
-    from dprelease.privacy.ledger import Ledger
-    from dprelease.privacy.noise import NoiseSource
-    from dprelease.release import new_release_id, write_release
-    from dprelease.synthetic_release import synthetic_bundle
-    from tasks import release as steps
+    """One release through the product's pipeline; prints one JSON line of its steps (name,
+    wall seconds, CPU seconds, peak RSS MB)."""
+    from dprelease.config import SyntheticConfig
+    from dprelease.evaluation.timing import StepTimer
+    from dprelease.release.pipeline import publish
+    from dprelease.release.synthetic import SYNTHETIC_PIPELINE
+    from dprelease.release.synthetic_plan import plan_release
+    from dprelease.schema import load_schema
 
-    stages = []
-
-    def timed(stage, function, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
-        start, cpu = time.perf_counter(), time.process_time()
-        result = function(*args, **kwargs)
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        stages.append((stage, time.perf_counter() - start, time.process_time() - cpu, peak))
-        return result
-
-    config = ReleaseConfig(
+    config = SyntheticConfig(
         epsilon=1.0, n_synthetic=n_synthetic, seed=0, allow_unreliable_weights=True
     )
-    release = timed("plan", steps.plan.fn, schema_path, config)
-    assert steps.streams(release), "the default release must take the chunked path"
-    real = timed("read+validate+count", steps.load_real.fn, input_path, release)
+    assert plan_release(load_schema(schema_path), config).streams, "the default must stream"
+    timer = StepTimer()
     ledger_url = f"sqlite:///{Path(out_dir) / 'ledger.sqlite'}"
-    release_id = new_release_id()
-    dataset, cap = release.schema.dataset, release.cap
-    with Ledger(ledger_url) as ledger:
-        ids = timed("reserve", ledger.reserve, dataset, cap, release_id, release.planned_spends)
-    noise = NoiseSource()
-    spends = timed("fit generator (noise)", steps.fit_generator.fn, release, real, noise)
-    synthetic = timed("sample synthetic", steps.sample_synthetic.fn, release)
-    estimate = timed(
-        "weights (streamed sums)", steps.estimate_weights.fn, release, real, synthetic, noise
-    )
-    with Ledger(ledger_url) as ledger:
-        actual = [*spends, *release.actual_weights_spends(estimate)]
-        for entry, spend in zip(ids, actual, strict=True):
-            ledger.commit(entry, spend)
-        entries = ledger.entries(dataset)
-    diagnostics = timed(
-        "psis", steps.diagnose.fn, release, estimate.log_weights, estimate.log_weight_max
-    )
-    table = timed("decode+validate synthetic", steps.decode.fn, release, synthetic)
-    configuration = release.configuration()
-    configuration["weights"].update(estimate.details)
-    bundle = synthetic_bundle(
-        dataset=dataset,
-        release_id=release_id,
-        synthetic=table,
-        log_weights=estimate.log_weights,
-        smoothed_log_weights=diagnostics.log_weights,
-        ledger_entries=entries,
-        release_entry_ids=ids,
-        cap=cap,
-        schema=release.schema.public_dict(),
-        configuration=configuration,
-        diagnostics=diagnostics.to_dict(),
-    )
-    timed("write release", write_release, bundle, Path(out_dir) / "releases")
-    print(json.dumps(stages))
+    publish(
+        SYNTHETIC_PIPELINE, schema_path, config, input_path,
+        out_dir=Path(out_dir) / "releases", ledger_url=ledger_url, step=timer,
+    )  # fmt: skip
+    print(json.dumps([astuple(step) for step in timer.steps]))
 
 
 def main() -> None:
@@ -161,12 +121,13 @@ def main() -> None:
         print(f"{'stage':<30}{'wall s':>10}{'CPU s':>10}{'peak RSS MB':>14}")
         for stage, seconds, cpu, peak in stages:
             print(f"{stage:<30}{seconds:>10.2f}{cpu:>10.2f}{peak:>14.0f}")
-            if stage == "read+validate+count":
+            if stage == "load-real-table":
                 rate, cpu_rate = rows / seconds, rows / cpu
         print(f"{'child process total':<30}{wall:>10.2f}{'':>10}"
               f"{max(p for *_, p in stages):>14.0f}")  # fmt: skip
-        print(f"read+validate+count: {rate / 1e6:.2f} M rows/s wall, {cpu_rate / 1e6:.2f} M rows "
-              f"per CPU second; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores",
+        print(f"load (read+validate+count): {rate / 1e6:.2f} M rows/s wall, "
+              f"{cpu_rate / 1e6:.2f} M rows per CPU second; load average "
+              f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores",
               flush=True)  # fmt: skip
 
 

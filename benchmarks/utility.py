@@ -269,8 +269,8 @@ def run(args) -> dict:
                         (1 - args.fraction) * DELTA,
                         **options,
                     )
-                    generator.fit(train)
-                    synthetic = generator.sample(N_SYNTHETIC, np.random.default_rng(seed))
+                    fitted = generator.fit(train)
+                    synthetic = fitted.sample(N_SYNTHETIC, np.random.default_rng(seed))
                     generator_time = time.perf_counter() - start
                     for method in args.weights:
                         start = time.perf_counter()

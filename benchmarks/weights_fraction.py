@@ -18,8 +18,8 @@ import pandas as pd
 from dprelease.datasets import census_like
 from dprelease.encoding import Encoder, column_dtypes
 from dprelease.evaluation.harness import EvaluationGrid, evaluate_cell, split
+from dprelease.io.stream import load_validated
 from dprelease.schema import load_schema
-from dprelease.validation import load_validated
 
 ROOT = Path(__file__).parent.parent
 
@@ -35,7 +35,7 @@ def main() -> None:
     if args.table == "census":
         table = census_like(20_000, seed=0).astype(column_dtypes(schema))
     else:
-        table = load_validated(ROOT / "data" / "breast_cancer.csv", schema).table
+        table = load_validated(ROOT / "data" / "breast_cancer.csv", schema)
     train, test = split(table, 0.2)
     encoder = Encoder(schema)
     train, test = encoder.encode(train), encoder.encode(test)

@@ -1,7 +1,7 @@
 """dprelease: differentially private synthetic releases with debiased importance weights,
 PSIS diagnostics and a persistent privacy-budget ledger.
 
-Importing this package is cheap: Prefect, Great Expectations, torch and Opacus are imported
+Importing this package is cheap: Prefect, torch, Opacus and OpenDP are imported
 only where they are used.
 """
 

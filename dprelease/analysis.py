@@ -42,6 +42,7 @@ import pandas as pd
 from numpy.typing import ArrayLike
 
 from dprelease.encoding import MISSING_LEVEL, Encoder
+from dprelease.release.files import MANIFEST_FILE, SYNTHETIC_FILE
 from dprelease.schema import Schema
 
 
@@ -67,8 +68,8 @@ def load_release(directory: str | Path) -> Release:
     import pyarrow.parquet as pq
 
     directory = Path(directory)
-    frame = pq.read_table(directory / "synthetic.parquet").to_pandas()
-    manifest = json.loads((directory / "manifest.json").read_text())
+    frame = pq.read_table(directory / SYNTHETIC_FILE).to_pandas()
+    manifest = json.loads((directory / MANIFEST_FILE).read_text())
     weights = frame.pop("weight").to_numpy(dtype=float)
     frame.pop("log_weight")
     return Release(frame, weights, manifest)

@@ -1,6 +1,6 @@
 """Encoding between a schema-typed table and the matrix generators and weights see.
 
-PRIVACY_MODEL.md section 2: numeric columns are scaled to [0, 1] with the schema's public
+docs/privacy-model.md section 2: numeric columns are scaled to [0, 1] with the schema's public
 bounds, v = (x - min) / (max - min); categorical columns are one-hot over the schema's
 categories. A nullable column gets one more state for "missing": a nullable categorical
 has an extra one-hot level, a nullable numeric column an indicator feature in front of its
@@ -90,7 +90,7 @@ class Encoder:
         return names
 
     def encode(self, table: pd.DataFrame) -> np.ndarray:
-        """Encode a table whose values already satisfy the schema (see `validation`)."""
+        """Encode a table whose values already satisfy the schema (see `dprelease.io.validate`)."""
         matrix = np.zeros((len(table), self.width))
         for column in self.columns:
             values = table[column.name]

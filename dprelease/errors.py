@@ -1,7 +1,7 @@
 """Errors a curator can act on, each with the CLI exit code it maps to.
 
 Messages name the file, column and kind of problem, never values or counts from the real
-table: they may end up in Prefect flow-run states and logs (PRIVACY_MODEL.md section 8).
+table: they may end up in Prefect flow-run states and logs (docs/privacy-model.md section 8).
 """
 
 from __future__ import annotations
@@ -11,9 +11,11 @@ from collections.abc import Iterator
 
 
 class DPReleaseError(Exception):
-    """Base class; `exit_code` is what the CLI returns for it."""
+    """Base class; `exit_code` is what the CLI returns for it. `spend_kept` is set when the
+    error was raised after the run's privacy spend was reserved (`spend_kept()`)."""
 
     exit_code = 1
+    spend_kept = False
 
 
 class InputError(DPReleaseError):
@@ -40,11 +42,13 @@ SPEND_KEPT = "this run's reserved privacy spend stays in the ledger"
 
 @contextlib.contextmanager
 def spend_kept() -> Iterator[None]:
-    """Wrap the steps of a flow after its reservation: an `InputError` raised there says that
-    the spend is kept (a run that may have touched the data never gives budget back)."""
+    """Wrap the steps of a release after its reservation: an `InputError` raised there says
+    that the spend is kept (a run that may have touched the data never gives budget back)."""
     try:
         yield
     except InputError as error:
-        if SPEND_KEPT in str(error):
+        if error.spend_kept:
             raise
-        raise type(error)(f"{error} ({SPEND_KEPT})") from None
+        kept = type(error)(f"{error} ({SPEND_KEPT})")
+        kept.spend_kept = True
+        raise kept from None

@@ -7,14 +7,15 @@ A schema is a YAML file validated with pydantic::
     max_rows: 100000                 # optional public upper bound on the row count
     min_rows: 1000                   # optional public lower bound (curator-vouched)
     budget: {epsilon: 6.0, delta: 1.0e-6}   # lifetime cap for this dataset
-                                     # (optional accountant: basic | pld, default basic)
+                                     # (optional accountant: basic | rdp, default basic;
+                                     #  pld is accepted and means rdp)
     target: wage                     # optional label column
     columns:
       wage: {type: continuous, min: 0, max: 20000}
       education: {type: integer, min: 0, max: 20}
       region: {type: categorical, categories: [northeast, midwest, south, west]}
 
-PRIVACY_MODEL.md section 2: bounds and category sets are public and come from here, never
+docs/privacy-model.md section 2: bounds and category sets are public and come from here, never
 from the data. Errors name the offending key (``columns.wage.max``) and what is wrong.
 """
 
@@ -34,7 +35,7 @@ from pydantic import (
 )
 
 from dprelease.errors import InputError
-from dprelease.privacy.accounting import Cap
+from dprelease.privacy.accounting import Cap, cap_delta_warning
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
 
@@ -101,17 +102,20 @@ ColumnSpec = Annotated[
 
 
 class Budget(BaseModel):
-    """Lifetime (epsilon, delta) cap of a dataset and the accountant that checks it.
+    """Lifetime (epsilon, delta) cap of a dataset and the accountant that enforces it.
 
-    `accountant`: `basic` (sums of epsilons and deltas) or `pld` (tight composition,
-    `dprelease.privacy.accountants`); recorded in the ledger when the dataset is registered.
-    Unset: the recorded one, or `pld` for a new dataset (it never admits less than basic).
+    `accountant`: `basic` (sums of epsilons and deltas) or `rdp` (the Rényi filter: many more
+    small Gaussian, DP-SGD and zCDP releases; `dprelease.privacy.accountants`); recorded in
+    the ledger when the dataset is registered. `pld` is accepted and means `rdp`: datasets
+    registered with it before are enforced with rdp, PLD figures are only reported.
+    Unset: the recorded one, or `basic` for a new dataset (`accountants.DEFAULT_ACCOUNTANT`,
+    docs/privacy-model.md section 7: basic unless a tighter accountant is configured).
     """
 
     model_config = _STRICT
     epsilon: float = Field(gt=0, allow_inf_nan=False)
     delta: float = Field(ge=0, lt=1)
-    accountant: Literal["basic", "pld"] | None = None
+    accountant: Literal["basic", "rdp", "pld"] | None = None
 
     @property
     def cap(self) -> Cap:
@@ -145,6 +149,12 @@ class Schema(BaseModel):
         if self.target is not None and self.target not in self.columns:
             raise ValueError(f"target {self.target!r} is not one of the columns")
         return self
+
+    @property
+    def cap_delta_warning(self) -> str | None:
+        """Why the cap's delta is too large for this table, when it exceeds 1 / max_rows
+        (`accounting.cap_delta_warning`)."""
+        return cap_delta_warning(self.budget.delta, self.max_rows)
 
     def public_dict(self) -> dict:
         """The schema as plain JSON-able data (it is public: it goes into every manifest)."""

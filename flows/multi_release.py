@@ -3,7 +3,7 @@
 Every dataset runs the whole release flow (`flows.release.release_flow`) inside one task, so
 on Dask (`run_multi_release(dask=...)`, see `flows.evaluate.task_runner`) the datasets are
 released in parallel on the workers. Each release checks and reserves its own dataset's
-budget in the ledger before its mechanisms see data (PRIVACY_MODEL.md section 7), exactly as a
+budget in the ledger before its mechanisms see data (docs/privacy-model.md section 7), exactly as a
 single release does; the ledger URL is resolved once here so every worker spends against the
 same ledger (on a real cluster: a database every worker reaches, e.g. PostgreSQL; an SQLite
 file only works when the workers share its filesystem).
@@ -37,8 +37,9 @@ def release_dataset(parameters: dict[str, Any]) -> str:
 def multi_release_flow(
     releases: list[dict[str, Any]], out_dir: str = "releases", ledger_url: str | None = None
 ) -> list[str]:
-    """Release every entry of `releases` (keyword arguments of `release_flow`; each needs
-    `input_path`, `schema_path` and `epsilon`); return the release directories in order."""
+    """Release every entry of `releases` (keyword arguments of `release_flow`: each needs
+    `input_path`, `schema_path` and `config`, a `SyntheticConfig` or its fields); return the
+    release directories in order."""
     if not releases:
         raise InputError("multi-release: give at least one dataset to release")
     ledger = resolve_ledger_url(ledger_url)

@@ -15,8 +15,8 @@ from prefect import task
 from dprelease.encoding import Encoder
 from dprelease.evaluation.harness import EvaluationGrid, evaluate_cell, split
 from dprelease.evaluation.outputs import check_output_directory, toy_figure, write_evaluation
+from dprelease.io.stream import load_validated
 from dprelease.schema import Schema, load_schema
-from dprelease.validation import load_validated
 from tasks import NO_PERSISTENCE
 
 
@@ -28,17 +28,17 @@ def check_directory(out_dir: str) -> None:
 @task(name="load-and-split", **NO_PERSISTENCE)
 def load_split(
     input_path: str, schema_path: str, test_fraction: float, split_seed: int
-) -> tuple[Schema, np.ndarray, np.ndarray]:
+) -> tuple[Schema, pd.DataFrame, np.ndarray]:
+    """The schema, the validated train part (released by each cell) and the encoded test
+    part (scored against)."""
     schema = load_schema(schema_path)
-    table = load_validated(input_path, schema).table
-    train, test = split(table, test_fraction, split_seed)
-    encoder = Encoder(schema)
-    return schema, encoder.encode(train), encoder.encode(test)
+    train, test = split(load_validated(input_path, schema), test_fraction, split_seed)
+    return schema, train, Encoder(schema).encode(test)
 
 
 @task(name="evaluate-cell", **NO_PERSISTENCE)
 def cell(
-    train: np.ndarray,
+    train: pd.DataFrame,
     test: np.ndarray,
     schema: Schema,
     grid: EvaluationGrid,

@@ -1,23 +1,18 @@
-"""Building real synthetic releases through the library, without Prefect (tests of `verify`
-and `report`). The steps are those of `flows/release.py`, with a seeded noise source."""
+"""Building real synthetic releases with the product's release pipeline, without Prefect
+(tests of `verify` and `report`), with a seeded (test-only) noise source."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import yaml
 from conftest import SeededNoise
 
-from dprelease import weights as weight_methods
+from dprelease.config import SyntheticConfig
 from dprelease.datasets import census_like
-from dprelease.diagnostics import diagnose_weights
-from dprelease.planning import ReleaseConfig, plan_release, weights_options
-from dprelease.privacy.ledger import Ledger
-from dprelease.release import new_release_id, write_release
+from dprelease.release.pipeline import publish
+from dprelease.release.synthetic import SYNTHETIC_PIPELINE
 from dprelease.schema import Schema
-from dprelease.synthetic_release import synthetic_bundle
-from dprelease.validation import decode_synthetic
 
 ROOT = Path(__file__).parent.parent
 
@@ -42,9 +37,7 @@ def build_release(
     seed: int = 0,
 ) -> Path:
     """One release of the census-like table into `out`; returns its directory."""
-    schema = schema or census_schema()
-    ledger_url = ledger_url or f"sqlite:///{out / 'ledger.sqlite'}"
-    config = ReleaseConfig(
+    config = SyntheticConfig(
         epsilon=epsilon,
         delta=1e-6,
         weights=weights,
@@ -57,44 +50,12 @@ def build_release(
         on_invalid_rows=on_invalid_rows,
         allow_unreliable_weights=True,
     )
-    plan = plan_release(schema, config)
-    real = plan.encoder.encode(census_like(n_real, seed=seed + 100))
-    release_id = new_release_id()
-    noise = SeededNoise(seed)
-    with Ledger(ledger_url) as ledger:
-        entry_ids = ledger.reserve(schema.dataset, plan.cap, release_id, plan.planned_spends)
-        generator_spends = plan.generator.fit(real, noise)
-        synthetic = plan.generator.sample(plan.n_synthetic, np.random.default_rng(seed))
-        estimate = weight_methods.estimate(
-            plan.config.weights,
-            real,
-            synthetic,
-            epsilon=plan.weights_budget.epsilon or None,
-            delta=plan.weights_budget.delta or None,
-            noise=noise,
-            **weights_options(plan.config.weights, plan.config.weights_options, plan.encoder),
-        )
-        for entry_id, spend in zip(
-            entry_ids, [*generator_spends, *plan.actual_weights_spends(estimate)], strict=True
-        ):
-            ledger.commit(entry_id, spend)
-        entries = ledger.entries(schema.dataset, up_to_id=max(entry_ids))
-        cap = ledger.cap(schema.dataset)
-    diagnostics = diagnose_weights(estimate.log_weights, temper, estimate.log_weight_max)
-    configuration = plan.configuration()
-    configuration["weights"].update(estimate.details)
-    bundle = synthetic_bundle(
-        dataset=schema.dataset,
-        release_id=release_id,
-        synthetic=decode_synthetic(plan.encoder, synthetic),
-        log_weights=estimate.log_weights,
-        smoothed_log_weights=diagnostics.log_weights,
-        ledger_entries=entries,
-        release_entry_ids=entry_ids,
-        cap=cap,
-        schema=schema.public_dict(),
-        configuration=configuration,
-        diagnostics=diagnostics.to_dict(),
-        invalid_rows=on_invalid_rows,
+    return publish(
+        SYNTHETIC_PIPELINE,
+        schema or census_schema(),
+        config,
+        census_like(n_real, seed=seed + 100),
+        out_dir=out / "releases",
+        ledger_url=ledger_url or f"sqlite:///{out / 'ledger.sqlite'}",
+        noise=SeededNoise(seed),
     )
-    return write_release(bundle, out / "releases")

@@ -1,4 +1,4 @@
-"""ABCDP distance: checks C1 (MMD) and C2 (sensitivity) of spec abcdp.md 6.6."""
+"""ABCDP distance: checks C1 (MMD) and C2 (sensitivity) of docs/abcdp.md section 6.6."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from dprelease.errors import InputError
-from dprelease.inference.abcdp_kernel import (
+from dprelease.inference.abcdp.kernel import (
     ExactGaussianDistance,
     RandomFourierFeatures,
     RFFDistance,

@@ -1,5 +1,5 @@
 """ABCDP privacy: checks C3 (calibration), C4 (exact privacy of AboveThreshold) and C5 (flip
-probability) of spec abcdp.md 6.6, and the DP count."""
+probability) of docs/abcdp.md section 6.6, and the DP count."""
 
 from __future__ import annotations
 
@@ -9,29 +9,30 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
-from dprelease.inference.abcdp_svt import (
-    dp_row_count,
+from dprelease.inference.abcdp.svt import (
     flip_probability,
     lemma42_density,
     lemma42_tail,
     svt_below_threshold,
     svt_noise_scale,
 )
+from dprelease.privacy.counting import dp_row_count
 from dprelease.privacy.noise import NoiseSource
 
 
 class RecordingNoise(NoiseSource):
-    """Seeded noise that records every (scale, values) the mechanism asks for."""
+    """Seeded noise that records every (scale, noise drawn) the mechanism asks for."""
 
     def __init__(self, seed: int) -> None:
         super().__init__()
         self._rng = np.random.default_rng(seed)
         self.calls: list[tuple[float, np.ndarray]] = []
 
-    def laplace(self, scale, size):
-        values = super().laplace(scale, size)
-        self.calls.append((scale, np.atleast_1d(values).copy()))
-        return values
+    def add_laplace(self, values, scale, *, counts=False):  # noqa: ANN001, ANN201
+        values = np.asarray(values, dtype=float)
+        drawn = self._rng.laplace(0.0, scale, values.shape)
+        self.calls.append((scale, np.atleast_1d(drawn).copy()))
+        return values + drawn
 
 
 def _svt(distances, threshold, c, epsilon, sensitivity, resample, noise, batch=None):
@@ -103,7 +104,7 @@ def _laplace_cdf(x, scale):
 
 def _output_distribution(q, threshold, b_threshold, b_query):
     """Exact P(first acceptance at k), k = 0..K-1, and P(none), of AboveThreshold (c = 1,
-    "below" direction): 1-D integrals over the threshold noise m (spec C4),
+    "below" direction): 1-D integrals over the threshold noise m (docs/abcdp.md C4),
 
         P(first at k) = int Lap(m; b) prod_{t<k} P(nu_t > eps_abc + m - q_t)
                                       P(nu_k <= eps_abc + m - q_k) dm,
@@ -201,7 +202,7 @@ def test_lemma_4_2_density_and_tail():
         )
         assert total == pytest.approx(1.0, abs=1e-8)
         assert lemma42_tail(0.0, b) == pytest.approx(0.5, abs=1e-15)
-    # spec section 4 [verified] values
+    # docs/abcdp.md section 4 [verified] values
     assert lemma42_tail(0.1, 0.02) == pytest.approx(0.0536, abs=5e-5)
     assert lemma42_tail(0.3, 0.02) == pytest.approx(3.687e-4, rel=1e-3)
     assert lemma42_tail(0.1, 0.2) == pytest.approx(0.4181, abs=5e-5)

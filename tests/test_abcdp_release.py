@@ -1,4 +1,4 @@
-"""ABCDP releases: check C7 of spec abcdp.md 6.6 (plumbing), the refusals and the CLI."""
+"""ABCDP releases: check C7 of docs/abcdp.md section 6.6 (plumbing), the refusals and the CLI."""
 
 from __future__ import annotations
 
@@ -11,16 +11,23 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from dprelease.cli import app
+from dprelease.cli.app import app
+from dprelease.config import ABCDPConfig
 from dprelease.errors import InputError
-from dprelease.inference.abcdp import ABCDPConfig, ABCDPResult, run_abcdp
-from dprelease.inference.abcdp_release import abcdp_bundle, load_real_rows, plan_abcdp_release
+from dprelease.inference.abcdp.mechanism import (
+    REFERENCE_STREAM,
+    ABCDPResult,
+    public_stream,
+    run_abcdp,
+)
+from dprelease.inference.abcdp.summary import PRIOR_DRAWS, summarise
 from dprelease.privacy.ledger import Ledger
 from dprelease.privacy.noise import NoiseSource
-from dprelease.release import new_release_id, write_release
+from dprelease.release.abcdp import ABCDP_PIPELINE, load_real_rows, plan_abcdp_release
+from dprelease.release.pipeline import publish
 from dprelease.schema import load_schema
-from dprelease.verify import verify_release
-from dprelease.verify_abcdp import abcdp_checks
+from dprelease.verify.abcdp import abcdp_checks
+from dprelease.verify.release import verify_release
 
 MODEL = "data/models/toy_mixture.py:DirichletUniformMixture"
 SCHEMA = "data/models/toy_mixture.yaml"
@@ -36,30 +43,19 @@ def small_table(tmp_path_factory) -> str:
 
 def _config(**changes) -> ABCDPConfig:
     base = dict(n_samples=3, threshold=0.1, epsilon=1.0, n_draws=300, n_sim=500, n_features=50)
-    return ABCDPConfig(**{**base, "seed": 7, **changes})
+    return ABCDPConfig(**{**base, "model": MODEL, "seed": 7, **changes})
 
 
-def _publish(table: str, tmp_path: Path, config: ABCDPConfig) -> tuple[Path, str]:
-    release = plan_abcdp_release(load_schema(SCHEMA), MODEL, config)
-    real = load_real_rows(table, release)
+def _publish(
+    table: str, tmp_path: Path, config: ABCDPConfig, noise: NoiseSource | None = None
+) -> tuple[Path, str]:
+    """The product's release pipeline without Prefect (`noise`: tests may seed it)."""
     url = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
-    with Ledger(url) as ledger:
-        release_id = new_release_id()
-        ids = ledger.reserve(
-            release.dataset, release.cap, release_id, release.plan.planned_spends()
-        )
-        result = run_abcdp(real, release.plan, NoiseSource())
-        for entry_id, spend in zip(ids, release.plan.actual_spends(result), strict=True):
-            ledger.commit(entry_id, spend)
-        bundle = abcdp_bundle(
-            release,
-            result,
-            release_id=release_id,
-            ledger_entries=ledger.entries(release.dataset, up_to_id=max(ids)),
-            release_entry_ids=ids,
-            cap=ledger.cap(release.dataset),
-        )
-    return write_release(bundle, tmp_path / "releases"), url
+    directory = publish(
+        ABCDP_PIPELINE, SCHEMA, config, table, out_dir=tmp_path / "releases", ledger_url=url,
+        noise=noise,
+    )  # fmt: skip
+    return directory, url
 
 
 def test_release_holds_the_accepted_draws_and_two_typed_ledger_entries(small_table, tmp_path):
@@ -92,6 +88,68 @@ def test_release_holds_the_accepted_draws_and_two_typed_ledger_entries(small_tab
     assert manifest["release_spend"]["epsilon"] == pytest.approx(1.0)
 
 
+PER_DRAW_TOY = """
+import numpy as np
+import pandas as pd
+
+
+class PerDraw:
+    \"\"\"The toy mixture written one draw at a time (no `batched` attribute).\"\"\"
+
+    parameter_names = tuple(f"theta_{i}" for i in range(1, 6))
+    columns = ("y",)
+
+    def sample_prior(self, rng, size):
+        return rng.dirichlet(np.ones(5), size=size)
+
+    def simulate(self, theta, m, rng):
+        component = rng.choice(5, size=m, p=theta / theta.sum())
+        return pd.DataFrame({"y": component + rng.random(m)})
+"""
+
+
+def test_a_per_draw_simulator_is_released(small_table, tmp_path):
+    """The issue's refusal ("returned 100 rows, expected 2000"): a simulator of one draw is
+    detected by the dry run, called once per draw, and released like a batched one."""
+    path = tmp_path / "per_draw.py"
+    path.write_text(PER_DRAW_TOY)
+    config = _config(threshold=0.2, model=f"{path}:PerDraw")
+    directory, _ = _publish(small_table, tmp_path, config)
+    assert verify_release(directory).passed
+    manifest = json.loads((directory / "manifest.json").read_text())
+    assert manifest["configuration"]["simulator"] == {
+        "mode": "per-draw",
+        "rule": "detected: one draw of shape (p,) gives m rows",
+    }
+    assert manifest["n_accepted"] <= 3 and manifest["t_stop"] <= 300
+    report = (directory / "report.md").read_text()
+    assert "## Posterior against the prior" in report
+
+
+def test_the_report_compares_the_posterior_with_the_prior(small_table, tmp_path, seeded_noise):
+    """epsilon 0.05 on 500 rows: distance noise 2b = 0.93 against MMDs of 0.1-0.4, so the
+    accepted draws are close to prior draws and the report must say so (seeded noise and
+    seed: a fixed outcome). The summary is post-processing of public inputs: it is recomputed
+    here from the released posterior and the prior draws of the public seed's stream alone."""
+    config = _config(n_samples=10, threshold=0.2, epsilon=0.05, count_fraction=0.5)
+    directory, _ = _publish(small_table, tmp_path, config, noise=seeded_noise(0))
+    manifest = json.loads((directory / "manifest.json").read_text())
+    names = manifest["model"]["parameter_names"]
+    posterior = pd.read_parquet(directory / "posterior.parquet")[names].to_numpy()
+    plan = plan_abcdp_release(load_schema(SCHEMA), config).plan
+    stream = public_stream(manifest["public_seed"], REFERENCE_STREAM)
+    prior = plan.simulator.prior(stream, PRIOR_DRAWS)
+    again = json.loads(json.dumps(summarise(posterior, prior, names, stream)))
+    assert manifest["posterior_summary"] == again
+    assert again["n_accepted"] == manifest["n_accepted"] == len(posterior)
+    assert again["indistinguishable_from_prior"] is True
+    report = (directory / "report.md").read_text()
+    assert "| parameter | mean | 5 % / 50 % / 95 % | prior 5 % / 50 % / 95 %" in report
+    assert "**Warning: the accepted draws are indistinguishable from the prior**" in report
+    assert "![accepted draws against the prior](posterior.png)" in report
+    assert (directory / "posterior.png").stat().st_size > 10_000
+
+
 def test_zero_acceptances_commit_the_full_spend(small_table, tmp_path):
     # epsilon 10: the closest draw is about 55 noise scales above the threshold (at epsilon 1
     # it was accepted in about one run in 300).
@@ -103,7 +161,9 @@ def test_zero_acceptances_commit_the_full_spend(small_table, tmp_path):
     assert verify_release(directory).passed
     with Ledger(url) as ledger:
         assert ledger.spent("toy-mixture").epsilon == pytest.approx(10.0)
-    assert "n/a (none accepted)" in (directory / "report.md").read_text()
+    assert (
+        "No draw was accepted: the posterior is undefined" in (directory / "report.md").read_text()
+    )
 
 
 def test_result_carries_no_secret_state():
@@ -119,11 +179,11 @@ def test_seed_fixes_draws_and_features_but_not_the_decisions(small_table):
     # at the default 0.05 (scale 100) one run in 250 was refused. The SVT keeps epsilon 0.1,
     # so the decisions still vary between runs.
     config = _config(epsilon=0.2, n_draws=200, count_fraction=0.5)
-    first = plan_abcdp_release(schema, MODEL, config)
-    second = plan_abcdp_release(schema, MODEL, config)
+    first = plan_abcdp_release(schema, config)
+    second = plan_abcdp_release(schema, config)
     np.testing.assert_array_equal(first.plan.features.weights, second.plan.features.weights)
     assert first.plan.bandwidth == second.plan.bandwidth
-    real = load_real_rows(small_table, first)
+    real = load_real_rows(first, small_table)
     results = [run_abcdp(real, first.plan, NoiseSource()) for _ in range(5)]
     shortest = min(r.n_consumed for r in results)
     for result in results:
@@ -132,9 +192,9 @@ def test_seed_fixes_draws_and_features_but_not_the_decisions(small_table):
 
 
 def test_a_dp_count_below_n_min_is_refused_after_the_count(small_table):
-    release = plan_abcdp_release(load_schema(SCHEMA), MODEL, _config(n_min=100_000))
+    release = plan_abcdp_release(load_schema(SCHEMA), _config(n_min=100_000))
     with pytest.raises(InputError, match="DP row count is below n_min=100000") as error:
-        run_abcdp(load_real_rows(small_table, release), release.plan, NoiseSource())
+        run_abcdp(load_real_rows(release, small_table), release.plan, NoiseSource())
     assert "500" not in str(error.value)
 
 
@@ -196,10 +256,10 @@ def test_cli_release_through_prefect(prefect_server, small_table, tmp_path):
 
 def test_exact_gaussian_kernel_runs_the_same_mechanism(small_table):
     config = _config(kernel="gaussian_exact", n_draws=40, n_sim=100, threshold=0.3)
-    release = plan_abcdp_release(load_schema(SCHEMA), MODEL, config)
+    release = plan_abcdp_release(load_schema(SCHEMA), config)
     assert release.plan.features is None
     assert release.plan.configuration()["n_features"] is None
-    result = run_abcdp(load_real_rows(small_table, release), release.plan, NoiseSource())
+    result = run_abcdp(load_real_rows(release, small_table), release.plan, NoiseSource())
     assert result.n_sim == 100 and 0 < result.n_consumed <= 40
     assert all(0 <= index < result.n_consumed for index in result.accepted)
 
@@ -215,7 +275,7 @@ def test_the_deployment_runs_on_the_bundled_table(prefect_server, tmp_path):
     (deployment,) = [d for d in deployments if d["entrypoint"] == "flows/abcdp.py:abcdp_flow"]
     parameters = {
         **deployment["parameters"],
-        "n_draws": 400,
+        "config": {**deployment["parameters"]["config"], "n_draws": 400},
         "out_dir": str(tmp_path / "releases"),
         "ledger_url": f"sqlite:///{tmp_path / 'ledger.sqlite'}",
     }

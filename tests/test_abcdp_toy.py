@@ -1,11 +1,11 @@
-"""ABCDP on the paper's toy example: check C6 of spec abcdp.md 6.6, scaled to a test.
+"""ABCDP on the paper's toy example: check C6 of docs/abcdp.md section 6.6, scaled to a test.
 
 One data set (the bundled 5000-row table, theta* of the paper), T = 2000 prior draws with
 m = 5000 simulated rows each, RFF D = 100, l = 0.6 on the raw scale (0.12 encoded). The mean
 embeddings are computed once through the library; the SVT then runs 40 times per cell on the
 stored distances with seeded noise (the same noise stream for both calibrations, so their
-difference is not noise). Expected values: spec 6.5 (10 data sets x T = 10 000); the full grid
-is `benchmarks/abcdp.py`.
+difference is not noise). Expected values: docs/abcdp.md 6.5 (10 data sets x T = 10 000); the full
+grid is `benchmarks/abcdp.py`.
 """
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dprelease.inference.abcdp_kernel import RandomFourierFeatures
-from dprelease.inference.abcdp_model import SimulatorCheck, load_model
-from dprelease.inference.abcdp_svt import dp_row_count, svt_below_threshold
+from dprelease.inference.abcdp.kernel import RandomFourierFeatures
+from dprelease.inference.abcdp.model import SimulatorCheck, load_model
+from dprelease.inference.abcdp.svt import svt_below_threshold
+from dprelease.privacy.counting import dp_row_count
 from dprelease.schema import load_schema
 
 TRUE_THETA = np.array([0.25, 0.04, 0.33, 0.04, 0.34])
@@ -48,7 +49,7 @@ def _distances(toy, n_hat):
 
 
 def _error(toy, c, eps_abc, epsilon, resample, calibration, seeded_noise):
-    """Mean over replicates of the mean absolute error of the posterior mean (spec 6.2); a
+    """Mean over replicates of the mean absolute error of the posterior mean (docs/abcdp.md 6.2); a
     run that accepts nothing (a very negative threshold noise) scores the prior mean's error
     (the analyst falls back to the prior; the reference code gives NaN there)."""
     theta, _, n, _ = toy

@@ -1,6 +1,7 @@
-"""Adaptive truncation (spec 002): likelihood, Fisher design, mechanism and privacy plan.
+"""Adaptive truncation (docs/adaptive-truncation.md): likelihood, Fisher design, mechanism and
+privacy plan.
 
-Checks C1, C2, C3, C6, C7 of /work/shared/specs/online_adaptive_truncation.md section 5.3.
+Checks C1, C2, C3, C6, C7 of /work/docs/adaptive-truncation.md section 5.3.
 Fixed seeds everywhere; DP noise comes from the explicit `seeded_noise` test source.
 """
 
@@ -13,28 +14,28 @@ import pytest
 from scipy import integrate, stats
 
 from dprelease.errors import InputError
-from dprelease.inference.adaptive_truncation import laplace_release
-from dprelease.inference.truncation_design import (
+from dprelease.inference.truncation.design import (
     clip_interval,
     design_interval,
     design_truncation,
 )
-from dprelease.inference.truncation_likelihood import (
+from dprelease.inference.truncation.likelihood import (
     fisher_information,
     fisher_information_mc,
     laplace_logpdf,
     normal_loglik,
 )
-from dprelease.inference.truncation_privacy import (
+from dprelease.inference.truncation.online import laplace_release
+from dprelease.inference.truncation.privacy import (
     BELOW_MIN_ROWS,
     COUNT_MECHANISM,
     TRUNCATION_MECHANISM,
-    dp_row_count,
     plan_truncation,
     resolve_steps,
     select_rows,
     steps_from_count,
 )
+from dprelease.privacy.counting import dp_row_count
 from dprelease.privacy.mechanisms import ApproxDP, Laplace, PureEpsilon
 from dprelease.privacy.noise import NoiseSource
 from dprelease.schema import Schema

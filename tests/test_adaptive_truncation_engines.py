@@ -1,8 +1,9 @@
-"""Adaptive truncation engines against the exact grid posterior (spec C4) and utility (C5).
+"""Adaptive truncation engines against the exact grid posterior (docs/adaptive-truncation.md C4) and
+utility (C5).
 
-Data are N(50, 10) draws (the paper's setting, spec 5.1) from fixed seeds; the DP noise is
-the explicit `seeded_noise` test source; the SMC generator has a fixed seed. The full C5
-table (20 repetitions per epsilon) and C4 at the spec's larger settings ((1, 1000, 1000) and
+Data are N(50, 10) draws (the paper's setting, docs/adaptive-truncation.md 5.1) from fixed seeds;
+the DP noise is the explicit `seeded_noise` test source; the SMC generator has a fixed seed. The
+full C5 table (20 repetitions per epsilon) and C4 at the spec's larger settings ((1, 1000, 1000) and
 (5, 1000, 1000), adaptive and fixed) are in `benchmarks/adaptive_truncation.py`.
 """
 
@@ -14,14 +15,14 @@ import numpy as np
 import pytest
 
 from dprelease.errors import InputError
-from dprelease.inference.adaptive_truncation import (
+from dprelease.inference.truncation.design import design_truncation
+from dprelease.inference.truncation.engines import NormalPrior
+from dprelease.inference.truncation.online import (
     AdaptiveTruncationResult,
     check_engine,
     run_adaptive_truncation,
 )
-from dprelease.inference.truncation_design import design_truncation
-from dprelease.inference.truncation_engines import NormalPrior
-from dprelease.inference.truncation_oracle import oracle_agreement, passes_oracle_check
+from dprelease.inference.truncation.oracle import oracle_agreement, passes_oracle_check
 
 TRUTH_MU, TRUTH_SIGMA = 50.0, math.sqrt(10.0)
 PAPER_PRIOR = NormalPrior()  # mu ~ N(0, 1e4), sigma^2 ~ IG(1, 1)
@@ -76,7 +77,8 @@ def test_c5_adaptive_beats_the_fixed_interval_at_epsilon_1(seeded_noise) -> None
         for fixed in (False, True):
             result = _run(seeded_noise, 1.0, 300, 300, seed=10 + seed, fixed=fixed)
             errors[fixed].append(abs(result.posterior.mean()[0] - TRUTH_MU))
-    # Paper setting at n = 300: adaptive error ~0.45, fixed ~2.7 (spec 5.2 scaled by sqrt(n)).
+    # Paper setting at n = 300: adaptive error ~0.45, fixed ~2.7 (docs/adaptive-truncation.md 5.2
+    # scaled by sqrt(n)).
     assert np.mean(errors[False]) < 0.5 * np.mean(errors[True]), errors
 
 

@@ -1,7 +1,8 @@
 """Adaptive-truncation releases: CLI refusals, the bundle and its verification, the flow.
 
 C7's release part: the release states T but never the real row count; the ledger entries
-carry (epsilon, delta), the spec 6.4 parameters and typed mechanism descriptions.
+carry (epsilon, delta), the docs/adaptive-truncation.md 6.4 parameters and typed mechanism
+descriptions.
 """
 
 from __future__ import annotations
@@ -17,20 +18,16 @@ import yaml
 from leak_checks import mentions_count
 from typer.testing import CliRunner
 
-from dprelease.cli import app
+from dprelease.cli.app import app
+from dprelease.config import TruncationConfig
 from dprelease.datasets import census_like
-from dprelease.inference.truncation_privacy import BELOW_MIN_ROWS
-from dprelease.inference.truncation_release import (
-    TruncationConfig,
-    plan_truncation_release,
-    run_truncation_release,
-    truncation_bundle,
-)
+from dprelease.inference.truncation.privacy import BELOW_MIN_ROWS
 from dprelease.privacy.ledger import Ledger
-from dprelease.release import new_release_id, write_release
-from dprelease.schema import load_schema
-from dprelease.verify import verify_release
-from dprelease.verify_adaptive_truncation import TRANSCRIPT_FILE, truncation_checks
+from dprelease.release.files import TRANSCRIPT_FILE
+from dprelease.release.pipeline import publish
+from dprelease.release.truncation import TRUNCATION_PIPELINE
+from dprelease.verify.release import verify_release
+from dprelease.verify.truncation import truncation_checks
 
 ROOT = Path(__file__).parent.parent
 N_REAL = 2345  # a row count that must appear nowhere in a release
@@ -90,27 +87,13 @@ def test_design_truncation_command_is_public_and_prints_the_design() -> None:
 
 
 def _library_release(census, tmp_path, noise) -> Path:
-    """The flow's steps without Prefect: plan, reserve, run, commit, bundle, write."""
+    """The product's release pipeline without Prefect, with seeded (test-only) noise."""
     table, schema_path = census
-    schema = load_schema(schema_path)
-    release = plan_truncation_release(
-        schema, TruncationConfig(column="age", epsilon=2.0, n_steps=150, particles=200, seed=3)
-    )
-    values = census_like(N_REAL, seed=5)["age"].to_numpy(float)
-    url = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
-    release_id = new_release_id()
-    with Ledger(url) as ledger:
-        ids = ledger.reserve(schema.dataset, release.cap, release_id, release.planned_spends)
-        outcome = run_truncation_release(release, values, noise)
-        for entry_id, spend in zip(ids, release.actual_spends(outcome.n_steps), strict=True):
-            ledger.commit(entry_id, spend)
-        entries = ledger.entries(schema.dataset, up_to_id=max(ids))
-        cap = ledger.cap(schema.dataset)
-    bundle = truncation_bundle(
-        release, outcome, release_id=release_id, ledger_entries=entries, release_entry_ids=ids,
-        cap=cap,
+    config = TruncationConfig(column="age", epsilon=2.0, n_steps=150, particles=200, seed=3)
+    return publish(
+        TRUNCATION_PIPELINE, schema_path, config, table, out_dir=tmp_path / "releases",
+        ledger_url=f"sqlite:///{tmp_path / 'ledger.sqlite'}", noise=noise,
     )  # fmt: skip
-    return write_release(bundle, tmp_path / "releases")
 
 
 def test_release_verifies_and_states_t_but_no_row_count(census, tmp_path, seeded_noise) -> None:

@@ -214,7 +214,6 @@ def test_log_weight_bound_is_the_largest_log_weight_of_any_row():
     assert max(every_row) == pytest.approx(0.7)
 
 
-
 def test_weights_fix_a_missing_interaction_and_respect_the_ess_floor(seeded_noise):
     rng = np.random.default_rng(4)
     real = _rows(20_000, 0.9, rng)  # y depends on x

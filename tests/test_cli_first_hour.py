@@ -15,14 +15,15 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from dprelease.cli import app
+from dprelease.cli.app import app
+from dprelease.config import InputPolicy, SyntheticConfig
 from dprelease.datasets import census_like
-from dprelease.planning import ReleaseConfig, resolve_defaults
+from dprelease.io.stream import load_validated
 from dprelease.privacy.accounting import default_delta
 from dprelease.privacy.ledger import Ledger, resolve_ledger_url
-from dprelease.report_common import human
+from dprelease.release.report.common import human
+from dprelease.release.synthetic_plan import resolve_defaults
 from dprelease.schema import Schema, load_schema
-from dprelease.validation import valid_rows
 
 ROOT = Path(__file__).parent.parent
 
@@ -46,7 +47,7 @@ def table(tmp_path_factory) -> Path:
 
 def run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "dprelease.cli", *map(str, args)],
+        [sys.executable, "-m", "dprelease.cli.app", *map(str, args)],
         capture_output=True,
         text=True,
         env={**os.environ, **(env or {})},
@@ -73,17 +74,17 @@ def test_default_delta_is_the_cap_share_of_the_release():
     schema = load_schema(ROOT / "data" / "census.yaml")  # cap (12, 1e-5)
     assert default_delta(schema.budget, 3.0) == pytest.approx(1e-5 * 3.0 / 12.0, rel=1e-12)
     assert default_delta(schema.budget, 20.0) == pytest.approx(1e-5)  # never above the cap's delta
-    config = resolve_defaults(schema, ReleaseConfig(epsilon=1.0))
+    config = resolve_defaults(schema, SyntheticConfig(epsilon=1.0))
     assert config.delta > 0 and config.generator and config.weights
     pure = Schema.model_validate(
         {**schema.public_dict(), "budget": {"epsilon": 12.0, "delta": 0.0}}
     )
-    config = resolve_defaults(pure, ReleaseConfig(epsilon=1.0))
+    config = resolve_defaults(pure, SyntheticConfig(epsilon=1.0))
     # the defaults need no delta: the calibration weights fall back to Laplace noise
     assert (config.delta, config.generator, config.weights) == (0.0, "marginals", "calibration")
 
 
-def test_valid_rows_judges_each_row_on_its_own_values():
+def test_drop_judges_each_row_on_its_own_values(tmp_path):
     schema = load_schema(ROOT / "data" / "census.yaml")
     frame = census_like(6, seed=1).astype(object)
     frame.loc[1, "region"] = "atlantis"  # unknown category
@@ -91,7 +92,12 @@ def test_valid_rows_judges_each_row_on_its_own_values():
     frame.loc[3, "hours"] = "many"  # not a number
     frame.loc[4, "age"] = 30.5  # not an integer
     frame.loc[5, "capital_gain"] = None  # nullable: fine
-    assert valid_rows(frame, schema).tolist() == [True, False, False, False, False, True]
+    frame.loc[0, "capital_gain"] = 100.0
+    path = tmp_path / "rows.csv"
+    frame.to_csv(path, index=False)
+    kept = load_validated(path, schema, InputPolicy(on_invalid_rows="drop"))
+    assert kept["age"].tolist() == frame["age"].iloc[[0, 5]].tolist()
+    assert kept["capital_gain"].isna().tolist() == [False, True]
 
 
 # --- CLI errors before Prefect starts -----------------------------------------------------
@@ -234,9 +240,31 @@ def test_opacus_import_cannot_route_prefect_logs_to_the_terminal():
     """Opacus calls logging.basicConfig on import; the CLI claims the root logger first, so no
     stderr handler appears and Prefect's console handler stays the only one (issue 9)."""
     code = (
-        "import logging; from dprelease.cli_support import claim_root_logger; "
+        "import logging; from dprelease.cli.support import claim_root_logger; "
         "claim_root_logger(); import opacus.utils.module_utils; "
         "print([type(h).__name__ for h in logging.getLogger().handlers])"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.stdout.strip() == "['NullHandler']", result.stdout + result.stderr
+
+
+def test_a_delta_above_the_caps_is_refused_and_a_large_cap_delta_warned(table, tmp_path, capsys):
+    """Issue 19, item 8: `--delta 0.5` against a cap delta of 1e-5 is refused by the checks
+    that read no data (exit 3, before Prefect); a cap delta above 1 / max_rows draws a
+    warning line."""
+    from dprelease.cli.support import check_before_run
+    from dprelease.errors import BudgetExceededError
+    from dprelease.release.synthetic_plan import plan_release
+
+    url = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    config = SyntheticConfig(epsilon=1.0, delta=0.5)
+    plan = plan_release(load_schema(write_schema(tmp_path)), config)
+    with pytest.raises(BudgetExceededError, match="delta=0.1 exceeds the cap's delta=1e-05"):
+        check_before_run(url, plan, table, config)
+    assert BudgetExceededError.exit_code == 3
+    loose = load_schema(write_schema(tmp_path, cap_delta=1e-3))  # max_rows 2000: 1/2000 < 1e-3
+    config = SyntheticConfig(epsilon=1.0)
+    check_before_run(url, plan_release(loose, config), table, config)
+    assert "warning: the cap's delta (0.001) exceeds 1 / max_rows (0.0005)" in (
+        capsys.readouterr().err.replace("\n", " ")
+    )

@@ -16,10 +16,10 @@ from dprelease.datasets import census_like
 from dprelease.encoding import Encoder
 from dprelease.errors import InputError
 from dprelease.generators.marginals import IndependentMarginals
+from dprelease.io.dask import dask_cell_counts
+from dprelease.io.stream import StreamingInput
 from dprelease.privacy.noise import NoiseSource
 from dprelease.schema import load_schema
-from dprelease.streaming import StreamingInput
-from dprelease.streaming_dask import dask_cell_counts
 
 ROOT = Path(__file__).parent.parent
 SCHEMA = load_schema(ROOT / "data" / "census.yaml")
@@ -61,9 +61,9 @@ class CountingNoise(NoiseSource):
         super().__init__()
         self.draws: list[tuple[int, ...]] = []
 
-    def laplace(self, scale, size):  # noqa: ANN001, ANN201
-        self.draws.append(tuple(np.atleast_1d(size)))
-        return super().laplace(scale, size)
+    def add_laplace(self, values, scale, *, counts=False):  # noqa: ANN001, ANN201
+        self.draws.append(np.shape(values))
+        return super().add_laplace(values, scale, counts=counts)
 
 
 def test_reduced_counts_equal_one_machine_and_noise_is_drawn_once(cluster, parts):
@@ -72,7 +72,7 @@ def test_reduced_counts_equal_one_machine_and_noise_is_drawn_once(cluster, parts
     generator = IndependentMarginals(ENCODER, 1.0)
     expected = StreamingInput(str(parts), SCHEMA, chunk_rows=500).scan(
         ENCODER, generator.cell_counts
-    )
+    ).counts
     with Client(cluster):
         counts = dask_cell_counts(
             StreamingInput(str(parts), SCHEMA), ENCODER, generator.cell_counts
@@ -111,7 +111,7 @@ NOISE_FREE = ["generator", "weights", "private", "epsilon", "seed", "downstream_
 def test_evaluation_grid_on_dask_matches_threads(prefect_server, cluster, tmp_path):
     from typer.testing import CliRunner
 
-    from dprelease.cli import app
+    from dprelease.cli.app import app
     from flows.evaluate import run_evaluation
 
     common = {"weights": ["beta_debiased"], "epsilons": [2.0], "seeds": 1, "n_synthetic": 1000}
@@ -172,10 +172,10 @@ def test_multi_dataset_release_on_dask_matches_threads(prefect_server, cluster, 
             {
                 "input_path": str(table),
                 "schema_path": str(path),
-                "epsilon": 1.0,
-                "n_synthetic": 400,
-                "seed": 3,
-                "allow_unreliable_weights": True,
+                "config": {
+                    "epsilon": 1.0, "n_synthetic": 400, "seed": 3,
+                    "allow_unreliable_weights": True,
+                },
             }
         )
     ledger = f"sqlite:///{tmp_path / 'ledger.sqlite'}"

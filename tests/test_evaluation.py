@@ -16,8 +16,8 @@ from dprelease.evaluation import harness
 from dprelease.evaluation.harness import EvaluationGrid, evaluate_cell, split
 from dprelease.evaluation.metrics import Task, beta_mse, downstream, wasserstein
 from dprelease.evaluation.outputs import check_output_directory
+from dprelease.io.stream import load_validated
 from dprelease.schema import load_schema
-from dprelease.validation import load_validated
 
 ROOT = Path(__file__).parent.parent
 RNG = np.random.default_rng(0)
@@ -116,15 +116,13 @@ def test_split_is_disjoint_and_seeded():
 
 def test_one_cell_on_breast_cancer(reproducible_cell_noise):
     schema = load_schema(ROOT / "data" / "breast_cancer.yaml")
-    table = load_validated(ROOT / "data" / "breast_cancer.csv", schema).table
+    table = load_validated(ROOT / "data" / "breast_cancer.csv", schema)
     train, test = split(table, 0.2)
     encoder = Encoder(schema)
     grid = EvaluationGrid(
         weights=("none", "logreg", "beta_debiased"), epsilons=(1.0,), seeds=1, n_synthetic=1000
     )
-    rows = evaluate_cell(
-        encoder.encode(train), encoder.encode(test), schema, grid, "marginals", 1.0, 0
-    )
+    rows = evaluate_cell(train, encoder.encode(test), schema, grid, "marginals", 1.0, 0)
     assert [row["weights"] for row in rows] == ["none", "logreg", "beta_debiased"]
     assert [row["private"] for row in rows] == [True, False, True]
     for row in rows:
@@ -137,7 +135,7 @@ def test_one_cell_on_breast_cancer(reproducible_cell_noise):
 def test_evaluate_cli_writes_labelled_outputs(prefect_server, tmp_path):
     from typer.testing import CliRunner
 
-    from dprelease.cli import app
+    from dprelease.cli.app import app
 
     out = tmp_path / "evaluations"
     result = CliRunner().invoke(
@@ -214,9 +212,7 @@ def test_one_cell_on_a_numeric_and_a_categorical_target(
         n_synthetic=300,
         wst_rows=300,
     )
-    rows = evaluate_cell(
-        encoder.encode(train), encoder.encode(test), schema, grid, "marginals", 2.0, 0
-    )
+    rows = evaluate_cell(train, encoder.encode(test), schema, grid, "marginals", 2.0, 0)
     assert [row["weights"] for row in rows] == ["none", "beta_debiased", "calibration"]
     for row in rows:
         assert row["downstream_metric"] == metric

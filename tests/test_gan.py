@@ -109,7 +109,7 @@ def test_every_private_step_is_accounted(name, monkeypatch, capsys, seeded_noise
         DPOptimizer, "step", lambda self, *a, **k: calls.append(1) or original(self, *a, **k)
     )
     generator = make_generator(name, ENCODER, 4.0, DELTA, steps=25, **SMALL)
-    spends = generator.fit(encoded_census(300, seed=1), seeded_noise(0))
+    spends = generator.fit(encoded_census(300, seed=1), seeded_noise(0)).spends
     dpsgd = spends[-1]
     history = dpsgd.params["opacus_history"]
     assert history == [[generator.noise_multiplier, 0.1, 25]]
@@ -125,17 +125,17 @@ def test_label_histogram_noises_every_category(seeded_noise):
     requests = []
 
     class Recording(seeded_noise):
-        def laplace(self, scale, size):  # noqa: ANN001, ANN201
-            requests.append((scale, size))
-            return super().laplace(scale, size)
+        def add_laplace(self, values, scale, *, counts=False):  # noqa: ANN001, ANN201
+            requests.append((scale, np.shape(values), counts))
+            return super().add_laplace(values, scale, counts=counts)
 
     generator = DPCGAN(ENCODER, 1.0, DELTA, steps=2, **SMALL)
     only_no = encoded_census(40, seed=0)
     only_no = only_no[only_no[:, -2] == 1.0]  # every row has high_earner = "no"
-    generator.fit(only_no, Recording(0))
-    assert requests == [(generator.label_scale, (2,))]  # the empty "yes" cell too
-    assert generator.label_probabilities is not None
-    assert generator.label_probabilities.shape == (2,)
+    labels = generator.fit(only_no, Recording(0)).state.labels
+    assert requests == [(generator.label_scale, (2,), True)]  # the empty "yes" cell too
+    assert labels is not None
+    assert labels.shape == (2,)
 
 
 def triangle_encoder() -> Encoder:
@@ -167,12 +167,12 @@ def test_discriminator_weights_move_mass_onto_the_triangle(seeded_entropy):
         "dpgan", encoder, 10.0, DELTA, steps=100, batch_size=150, sample_rate=0.05,
         hidden=(32, 32), latent_dim=8, learning_rate_d=3e-3, learning_rate_g=1e-6, seed=0,
     )  # fmt: skip
-    generator.fit(real)
-    fake = generator.sample(4000, np.random.default_rng(2))
+    fitted = generator.fit(real)
+    fake = fitted.sample(4000, np.random.default_rng(2))
     assert abs((fake.sum(axis=1) < 1).mean() - 0.5) < 0.05
     synthetic = np.random.default_rng(1).random((4000, 2))
     estimate = weights.estimate(
-        "discriminator", None, synthetic, discriminator=generator.discriminator
+        "discriminator", None, synthetic, discriminator=fitted.discriminator
     )
     assert estimate.epsilon_spent == 0.0 and estimate.delta_spent == 0.0
     w = estimate.weights
@@ -187,8 +187,7 @@ def test_census_utility_at_epsilon_10(name, seeded_entropy, seeded_noise):
     real = encoded_census(5000, seed=7)
     options = {"steps": 300, "batch_size": 128, "sample_rate": 128 / 5000, "seed": 0}
     generator = make_generator(name, ENCODER, 10.0, DELTA, **options)
-    generator.fit(real, seeded_noise(0))
-    synthetic = generator.sample(5000, np.random.default_rng(1))
+    synthetic = generator.fit(real, seeded_noise(0)).sample(5000, np.random.default_rng(1))
     assert max(marginal_tvd(ENCODER, real, synthetic).values()) < 0.35
     table = ENCODER.decode(synthetic)
     assert table["age"].between(17, 90).all() and table["wage"].between(0, 20000).all()
@@ -198,16 +197,16 @@ def test_census_utility_at_epsilon_10(name, seeded_entropy, seeded_noise):
 
 def test_sampling_is_reproducible_and_survives_save_and_load(tmp_path, seeded_noise):
     generator = make_generator("dpcgan", ENCODER, 2.0, DELTA, steps=5, **SMALL, seed=3)
-    generator.fit(encoded_census(200, seed=2), seeded_noise(0))
-    first = generator.sample(300, np.random.default_rng(9), batch_rows=128)
+    fitted = generator.fit(encoded_census(200, seed=2), seeded_noise(0))
+    first = fitted.sample(300, np.random.default_rng(9), batch_rows=128)
     np.testing.assert_array_equal(
-        first, generator.sample(300, np.random.default_rng(9), batch_rows=128)
+        first, fitted.sample(300, np.random.default_rng(9), batch_rows=128)
     )
     blocks = [first[:, c.start : c.stop] for c in ENCODER.columns if c.is_categorical]
     assert all(((b == 0) | (b == 1)).all() and (b.sum(axis=1) == 1).all() for b in blocks)
     assert ((first >= 0) & (first <= 1)).all()
 
-    generator.save(tmp_path)
+    generator.save(fitted, tmp_path)
     architecture = json.loads((tmp_path / "gan.json").read_text())
     assert architecture["generator"] == "dpcgan" and architecture["options"]["steps"] == 5
     loaded = DPCGAN.load(tmp_path, ENCODER)
@@ -215,7 +214,7 @@ def test_sampling_is_reproducible_and_survives_save_and_load(tmp_path, seeded_no
         first, loaded.sample(300, np.random.default_rng(9), batch_rows=128)
     )
     np.testing.assert_array_equal(
-        generator.discriminator.logit(first), loaded.discriminator.logit(first)
+        fitted.discriminator.logit(first), loaded.discriminator.logit(first)
     )
     with pytest.raises(InputError, match="not a saved dpgan"):
         DPGAN.load(tmp_path, ENCODER)
@@ -237,8 +236,7 @@ def test_refusals_name_the_problem():
         make_generator("dpgan", ENCODER, 1.0, 0.0)
     with pytest.raises(InputError, match="unexpected keyword argument 'early_stopping'"):
         make_generator("dpgan", ENCODER, 1.0, DELTA, early_stopping=True)
-    with pytest.raises(RuntimeError, match="fit"):
-        _ = DPGAN(ENCODER, 1.0, DELTA, steps=10).discriminator
+    assert not hasattr(DPGAN(ENCODER, 1.0, DELTA, steps=10), "discriminator")  # fit first
 
 
 def test_mechanism_randomness_is_not_the_user_seed():
@@ -251,8 +249,7 @@ def test_mechanism_randomness_is_not_the_user_seed():
     state = torch.get_rng_state()
     fits = []
     for _ in range(2):
-        generator.fit(real)
-        fits.append(generator.discriminator.logit(real))
+        fits.append(generator.fit(real).discriminator.logit(real))
     assert torch.equal(state, torch.get_rng_state())
     assert not np.allclose(fits[0], fits[1])
 
@@ -271,7 +268,7 @@ def test_secure_noise_turns_on_opacus_secure_mode(monkeypatch):
 
     monkeypatch.setattr(DPOptimizer, "__init__", spy)
     generator = make_generator("dpcgan", ENCODER, 2.0, DELTA, steps=2, **SMALL)
-    labels, dpsgd = generator.fit(encoded_census(60, seed=0), NoiseSource(secure=True))
+    labels, dpsgd = generator.fit(encoded_census(60, seed=0), NoiseSource(secure=True)).spends
     assert modes == [True] and dpsgd.params["secure_noise"] is True
     # Each spend records the noise it really drew: OpenDP's Laplace for the label histogram,
     # Opacus' secure-mode Gaussian (not OpenDP) for DP-SGD.

@@ -4,6 +4,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from generator_checks import sampling_is_reproducible
 
 from dprelease.datasets import census_like
 from dprelease.encoding import Encoder, column_dtypes
@@ -26,12 +27,11 @@ class RecordingNoise(NoiseSource):
 
     def __init__(self) -> None:
         super().__init__()
-        self.requests: list[tuple[str, float, tuple[int, ...]]] = []
+        self.requests: list[tuple[str, float, tuple[int, ...], bool]] = []
 
-    def laplace(self, scale, size):  # noqa: ANN001, ANN201
-        shape = (size,) if isinstance(size, int) else tuple(size)
-        self.requests.append(("laplace", scale, shape))
-        return np.zeros(shape)
+    def add_laplace(self, values, scale, *, counts=False):  # noqa: ANN001, ANN201
+        self.requests.append(("laplace", scale, np.shape(values), counts))
+        return np.asarray(values, dtype=float)
 
 
 def test_calibration_is_columns_over_epsilon():
@@ -67,6 +67,7 @@ def test_every_cell_of_every_histogram_gets_noise_even_if_empty():
     sizes = list(generator.config()["cells_per_column"].values())
     assert [request[2] for request in noise.requests] == [(size,) for size in sizes]
     assert {request[1] for request in noise.requests} == {generator.scale}
+    assert all(request[3] for request in noise.requests)  # counts: integer noise when secure
 
 
 def test_neighbouring_tables_differ_by_one_cell_per_column():
@@ -85,8 +86,7 @@ def test_neighbouring_tables_differ_by_one_cell_per_column():
 def test_large_epsilon_recovers_every_marginal(seeded_noise):
     real = encoded_census(20_000, seed=5)
     generator = IndependentMarginals(ENCODER, epsilon=1000.0)
-    generator.fit(real, seeded_noise(1))
-    synthetic = generator.sample(20_000, np.random.default_rng(2))
+    synthetic = generator.fit(real, seeded_noise(1)).sample(20_000, np.random.default_rng(2))
     real_table, synthetic_table = ENCODER.decode(real), ENCODER.decode(synthetic)
     for name in ("sex", "region", "high_earner", "education"):
         real_share = real_table[name].value_counts(normalize=True)
@@ -98,20 +98,18 @@ def test_large_epsilon_recovers_every_marginal(seeded_noise):
 
 
 def test_sampling_is_reproducible_given_a_seed_and_batched(seeded_noise):
-    generator = IndependentMarginals(ENCODER, epsilon=1.0)
-    generator.fit(encoded_census(300, seed=1), seeded_noise(0))
-    first = generator.sample(1000, np.random.default_rng(7), batch_rows=128)
-    second = generator.sample(1000, np.random.default_rng(7), batch_rows=128)
-    np.testing.assert_array_equal(first, second)
-    assert first.shape == (1000, ENCODER.width)
-    table = ENCODER.decode(first)
-    assert table["age"].between(17, 90).all()
+    fitted = IndependentMarginals(ENCODER, 1.0).fit(encoded_census(300, seed=1), seeded_noise(0))
+    assert sampling_is_reproducible(fitted, 1000, batch_rows=128)["age"].between(17, 90).all()
 
 
 def test_fit_before_sample_and_registry_errors():
+    # Only a fitted generator samples: the public plan has no sampler and fitting leaves it
+    # unchanged.
     generator = IndependentMarginals(ENCODER, epsilon=1.0)
-    with pytest.raises(RuntimeError, match="fit before sampling"):
-        generator.sample(10, np.random.default_rng(0))
+    assert not hasattr(generator, "sample")
+    before = dict(vars(generator))
+    generator.fit(encoded_census(50, seed=0), NoiseSource())
+    assert vars(generator).keys() == before.keys()
     with pytest.raises(InputError, match="unknown generator 'gan9000'"):
         make_generator("gan9000", ENCODER, 1.0, 0.0)
     with pytest.raises(InputError, match="bins must be at least 1"):

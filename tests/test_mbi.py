@@ -80,12 +80,12 @@ def test_mst_fit_sample_decode_and_no_artificial_dependence():
     rng = np.random.default_rng(0)
     real = _real(4000, rng)
     generator = make_generator("mst", ENCODER, 50.0, 1e-5, iters=100)
-    spends = generator.fit(real)
-    assert spends == generator.planned_spends()
-    synthetic = generator.sample(20_000, np.random.default_rng(1))
-    again = generator.sample(20_000, np.random.default_rng(1))
+    fitted = generator.fit(real)
+    assert list(fitted.spends) == generator.planned_spends()
+    synthetic = fitted.sample(20_000, np.random.default_rng(1))
+    again = fitted.sample(20_000, np.random.default_rng(1))
     np.testing.assert_array_equal(synthetic, again)  # the seed fixes synthesis only
-    assert not np.array_equal(synthetic, generator.sample(20_000, np.random.default_rng(2)))
+    assert not np.array_equal(synthetic, fitted.sample(20_000, np.random.default_rng(2)))
     table = ENCODER.decode(synthetic)
     assert set(table["a"].astype(str)) <= {"p", "q"}
     assert table["b"].between(0, 9).all() and table["c"].between(-1, 1).all()

@@ -11,9 +11,10 @@ import pytest
 import yaml
 from leak_checks import mentions_count
 
+from dprelease.config import SyntheticConfig
 from dprelease.datasets import census_like
 from dprelease.generators.mbi import zcdp_rho
-from dprelease.planning import ReleaseConfig, plan_release
+from dprelease.release.synthetic_plan import plan_release
 from dprelease.schema import load_schema
 
 ROOT = Path(__file__).parent.parent
@@ -32,32 +33,20 @@ def test_mst_release_with_calibration_weights(prefect_server, tmp_path):
     schema_path.write_text(yaml.safe_dump(schema, sort_keys=False))
     from flows.release import release_flow
 
+    config = SyntheticConfig(
+        epsilon=1.0, delta=1e-6, generator="mst", generator_options={"iters": 30},
+        weights="calibration", n_synthetic=4000, seed=1, allow_unreliable_weights=True,
+    )
     release_dir = Path(
         release_flow(
             input_path=str(data),
             schema_path=str(schema_path),
-            epsilon=1.0,
-            delta=1e-6,
+            config=config,
             out_dir=str(tmp_path / "out"),
-            generator="mst",
-            generator_options={"iters": 30},
-            weights="calibration",
-            n_synthetic=4000,
-            seed=1,
-            allow_unreliable_weights=True,
         )
     )
 
-    plan = plan_release(
-        load_schema(schema_path),
-        ReleaseConfig(
-            epsilon=1.0,
-            delta=1e-6,
-            generator="mst",
-            generator_options={"iters": 30},
-            weights="calibration",
-        ),
-    )
+    plan = plan_release(load_schema(schema_path), config)
     (generator_spend,) = plan.generator_spends
     rho, epsilon = zcdp_rho(plan.generator.epsilon, plan.generator.delta)
     ledger = pq.read_table(release_dir / "ledger.parquet").to_pandas()

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from generator_checks import sampling_is_reproducible
 
 from dprelease.datasets import census_like
 from dprelease.encoding import Encoder, column_dtypes
@@ -34,11 +35,16 @@ def recording_noise(seeded_noise):
         def __init__(self, seed: int) -> None:
             super().__init__(seed)
             self.requests: list[tuple[float, tuple[int, ...]]] = []
+            self.selections: list[tuple[float, float]] = []
 
-        def laplace(self, scale, size):  # noqa: ANN001, ANN201
-            shape = (size,) if isinstance(size, int) else tuple(size)
-            self.requests.append((scale, shape))
-            return super().laplace(scale, shape)
+        def add_laplace(self, values, scale, *, counts=False):  # noqa: ANN001, ANN201
+            assert counts  # the tables are counts: integer noise in secure mode
+            self.requests.append((scale, np.shape(values)))
+            return super().add_laplace(values, scale, counts=counts)
+
+        def noisy_max(self, scores, epsilon, sensitivity):  # noqa: ANN001, ANN201
+            self.selections.append((epsilon, sensitivity))
+            return super().noisy_max(scores, epsilon, sensitivity)
 
     return RecordingNoise
 
@@ -66,21 +72,25 @@ def xor_table(n: int, seed: int) -> tuple[Encoder, np.ndarray]:
 def test_every_cell_of_every_table_gets_noise_at_the_planned_scale(recording_noise, degree):
     generator = PrivBayes(ENCODER, epsilon=1.0, degree=degree)
     noise = recording_noise(0)
-    generator.fit(encoded_census(3, seed=0), noise)  # almost every cell is empty
+    network = generator.fit(encoded_census(3, seed=0), noise).state  # almost all cells empty
     sizes = generator.config()["cells_per_column"]
     names = list(sizes)
-    # Structure first: one Exp(1) draw per candidate (scale 1); then the tables.
-    tables = noise.requests[-generator.n_tables :]
-    expected = [tuple(sizes[names[a]] for a in table.attrs) for table in generator.tables]
+    # Structure first: one selection per node after the first; then the tables.
+    tables = noise.requests
+    expected = [tuple(sizes[names[a]] for a in table.attrs) for table in network.tables]
     assert [shape for _, shape in tables] == expected
     assert {scale for scale, _ in tables} == {generator.table_scale}
     # The tables are the joint of the first k + 1 nodes, then each later child with parents.
-    order = [names.index(child) for child, _ in generator.network]
-    assert generator.tables[0].attrs == tuple(order[: degree + 1])
-    later = generator.network[degree + 1 :]
-    for table, (child, parents) in zip(generator.tables[1:], later, strict=True):
+    order = [names.index(child) for child, _ in generator.named(network)]
+    assert network.tables[0].attrs == tuple(order[: degree + 1])
+    later = generator.named(network)[degree + 1 :]
+    for table, (child, parents) in zip(network.tables[1:], later, strict=True):
         assert [names[a] for a in table.attrs] == [child, *parents]
-    assert len(noise.requests) == len(generator.cells) - 1 + generator.n_tables
+    assert len(noise.requests) == generator.n_tables
+    d = len(generator.cells)
+    assert noise.selections == [(generator.structure_epsilon / (d - 1), SCORE_SENSITIVITY)] * (
+        d - 1
+    )
 
 
 def test_calibration_is_public_and_pure():
@@ -102,7 +112,7 @@ def test_score_and_table_sensitivities_hold_for_neighbours(seeded_noise):
     """Add/remove one row: every score moves by <= 2, all tables' counts by exactly d - k."""
     generator = PrivBayes(ENCODER, epsilon=1.0)
     real = encoded_census(300, seed=3)
-    generator.fit(real, seeded_noise(1))
+    network = generator.fit(real, seeded_noise(1)).state
     rng = np.random.default_rng(4)
     cells = np.stack([cell_index(c, real) for c in generator.cells], axis=1)
     for _ in range(10):
@@ -114,7 +124,7 @@ def test_score_and_table_sensitivities_hold_for_neighbours(seeded_noise):
             assert abs(change) <= SCORE_SENSITIVITY
         l1 = sum(
             np.abs(generator._counts(t.attrs, cells) - generator._counts(t.attrs, neighbour)).sum()
-            for t in generator.tables
+            for t in network.tables
         )
         assert l1 == generator.n_tables
 
@@ -123,10 +133,11 @@ def test_recovers_the_xor_dependency_at_large_epsilon(seeded_noise):
     encoder, real = xor_table(4000, seed=1)
     for seed in range(3):
         generator = PrivBayes(encoder, epsilon=50.0, degree=2)
-        generator.fit(real, seeded_noise(seed))
-        families = [{child, *parents} for child, parents in generator.network]
-        assert {"x1", "x2", "y"} in families, generator.network
-    table = encoder.decode(generator.sample(4000, np.random.default_rng(0)))
+        fitted = generator.fit(real, seeded_noise(seed))
+        network = generator.named(fitted.state)
+        families = [{child, *parents} for child, parents in network]
+        assert {"x1", "x2", "y"} in families, network
+    table = encoder.decode(fitted.sample(4000, np.random.default_rng(0)))
     xor = (table["x1"].astype(int) ^ table["x2"].astype(int)) == table["y"].astype(int)
     assert xor.mean() > 0.9
 
@@ -135,19 +146,13 @@ def test_census_utility_at_epsilon_10(seeded_noise):
     """Max 1-way TVD (16 public bins), n = 5,000: 0.017 - 0.032 over 20 noise draws; bound 0.08."""
     real = encoded_census(5000, seed=7)
     generator = make_generator("privbayes", ENCODER, 10.0, 0.0)
-    generator.fit(real, seeded_noise(3))
-    synthetic = generator.sample(5000, np.random.default_rng(1))
+    synthetic = generator.fit(real, seeded_noise(3)).sample(5000, np.random.default_rng(1))
     assert max(marginal_tvd(ENCODER, real, synthetic).values()) < 0.08
 
 
 def test_sampling_is_reproducible_and_valid(seeded_noise):
-    generator = PrivBayes(ENCODER, epsilon=1.0)
-    generator.fit(encoded_census(500, seed=2), seeded_noise(0))
-    first = generator.sample(700, np.random.default_rng(5), batch_rows=256)
-    second = generator.sample(700, np.random.default_rng(5), batch_rows=256)
-    np.testing.assert_array_equal(first, second)
-    table = ENCODER.decode(first)
-    assert table["age"].between(17, 90).all()
+    fitted = PrivBayes(ENCODER, epsilon=1.0).fit(encoded_census(500, seed=2), seeded_noise(0))
+    table = sampling_is_reproducible(fitted, 700, batch_rows=256)
     assert set(table["region"].dropna()) <= set(SCHEMA.columns["region"].categories)
 
 

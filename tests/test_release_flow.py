@@ -18,10 +18,10 @@ import yaml
 from leak_checks import mentions_count
 from typer.testing import CliRunner
 
-from dprelease.cli import app
+from dprelease.cli.app import app
 from dprelease.datasets import census_like
-from dprelease.planning import DEFAULT_N_SYNTHETIC
 from dprelease.privacy.ledger import Ledger, resolve_ledger_url
+from dprelease.release.synthetic_plan import DEFAULT_N_SYNTHETIC
 
 ROOT = Path(__file__).parent.parent
 N_REAL = 4321  # a row count that appears nowhere else in a release
@@ -213,9 +213,10 @@ def test_ledger_show_json(prefect_server, census_csv, tmp_path):
     assert result.exit_code == 0
     shown = json.loads(result.stdout)
     assert set(shown) == {
-        "dataset", "cap", "accountant", "spent", "by_accountant", "last_release", "notes",
-        "entries",
+        "dataset", "cap", "accountant", "recorded_accountant", "spent", "by_accountant",
+        "reported", "last_release", "notes", "entries",
     }
+    assert shown["reported"] == {}  # the PLD figure is reported for rdp datasets only
     assert shown["cap"] == {"epsilon": 3.0, "delta": 1e-5}
     assert len(shown["entries"]) == 2
     table = invoke("ledger", "show", "census-test")
@@ -235,7 +236,7 @@ def test_concurrent_releases_publish_exactly_what_the_cap_admits(
             [
                 sys.executable,
                 "-m",
-                "dprelease.cli",
+                "dprelease.cli.app",
                 *release_args(census_csv, schema, out, *LENIENT),
             ],
             env=env,
@@ -271,8 +272,8 @@ def test_unreliable_weights_exit_4_keep_the_spend_and_publish_nothing(
         return dataclasses.replace(estimate, log_weights=log_weights, details=unbounded(estimate))
 
     monkeypatch.setattr(weight_methods, "estimate", heavy_tailed)
-    # The default release streams its real rows (tasks.release.streams): same seam there.
-    import tasks.release as release_tasks
+    # The default release streams its real rows (SyntheticPlan.streams): same seam there.
+    import dprelease.release.synthetic as release_tasks
 
     real_estimate_streaming = release_tasks.estimate_streaming
 
@@ -309,10 +310,10 @@ def test_prefect_yaml_deployments_match_their_flows():
         assert deployment["work_pool"]["name"]
         for schedule in deployment.get("schedules", []):  # on-demand deployments have none
             assert schedule["cron"] and schedule["active"]
-        flow.validate_parameters(deployment["parameters"])
-        # Scheduled runs must not reveal one row through their existence (issue 9).
-        if "on_invalid_rows" in flow.parameters.properties:
-            assert deployment["parameters"]["on_invalid_rows"] == "drop"
+        parameters = flow.validate_parameters(deployment["parameters"])
+        # Scheduled runs must not reveal one row through their existence (issue 9): every
+        # flow takes its settings as one validated `config`.
+        assert parameters["config"].on_invalid_rows == "drop"
 
 
 def test_privbayes_release_through_the_cli(prefect_server, census_csv, tmp_path):
@@ -336,15 +337,12 @@ def test_dpgan_with_discriminator_weights_spends_only_the_generator(
         release_flow(
             input_path=str(census_csv),
             schema_path=str(schema_file(tmp_path)),
-            epsilon=1.0,
-            delta=1e-6,
+            config={
+                "epsilon": 1.0, "delta": 1e-6, "generator": "dpgan",
+                "generator_options": {"steps": 40}, "weights": "discriminator",
+                "n_synthetic": 500, "seed": 1, "allow_unreliable_weights": True,
+            },
             out_dir=str(out),
-            generator="dpgan",
-            generator_options={"steps": 40},
-            weights="discriminator",
-            n_synthetic=500,
-            seed=1,
-            allow_unreliable_weights=True,
         )
     )
     ledger = pq.read_table(release_dir / "ledger.parquet").to_pandas()

@@ -17,17 +17,16 @@ import pytest
 from leak_checks import mentions_count
 from release_fixtures import build_release
 
-from dprelease.release import artifact_markdown
-from dprelease.report import (
+from dprelease.diagnostics.accuracy import collapse, public_domain_size
+from dprelease.release.report.common import human, percent, privacy_section
+from dprelease.release.report.synthetic import (
     MEAN_SHIFT_SD,
     SHARE_SHIFT,
-    collapse_warning,
     column_summary,
     columns_section,
-    public_domain_size,
     weights_figure,
 )
-from dprelease.report_common import human, percent, privacy_section
+from dprelease.release.writer import artifact_markdown
 
 N_REAL = 1537  # the fixture's real row count: it must appear nowhere
 
@@ -83,6 +82,7 @@ def test_the_report_has_every_section(report):
     headings = [line for line in report.splitlines() if line.startswith("## ")]
     assert headings == [
         "## Privacy",
+        "## Is this release usable?",
         "## How it was made",
         "## Importance weights",
         "## Columns: unweighted and weighted",
@@ -247,7 +247,7 @@ def test_the_report_references_its_figure_and_the_artifact_embeds_it(report, rel
 
 
 def test_a_long_history_shows_the_most_recent_releases():
-    from dprelease.report_common import MAX_PAST_RELEASES, budget_section
+    from dprelease.release.report.common import MAX_PAST_RELEASES, budget_section
 
     entries = [
         {
@@ -287,18 +287,29 @@ def test_a_long_history_shows_the_most_recent_releases():
 
 def test_distinct_rows_are_counted_and_a_collapse_is_flagged(report, release, manifest):
     synthetic = pd.read_parquet(release / "synthetic.parquet")
-    distinct = len(synthetic[list(manifest["schema"]["columns"])].drop_duplicates())
-    assert f"- Synthetic rows: {len(synthetic):,}, of which {distinct:,} distinct." in report
-    assert "collapsed" not in report
     columns = manifest["schema"]["columns"]  # census: continuous wage, so unbounded
+    distinct = len(synthetic[list(columns)].drop_duplicates())
+    assert f"Synthetic rows: {len(synthetic):,}, of which {distinct:,} distinct." in report
+    assert "collapsed" not in report
     assert public_domain_size(columns) == np.inf
-    assert collapse_warning(4, 20_000, columns)[0].startswith("**Warning:** only 4 distinct")
-    assert collapse_warning(200, 20_000, columns) == []  # 1% of the rows
+
+    def repeated(distinct_rows: int) -> pd.DataFrame:  # 20,000 rows, `distinct_rows` distinct
+        rows = synthetic.iloc[np.zeros(20_000, dtype=int)].reset_index(drop=True)
+        return rows.assign(wage=(np.arange(20_000) % distinct_rows).astype(float))
+
+    # the collapsed DP-GAN of issue 18: 849 distinct rows of 20,000 (4 %, above the old 1 %)
+    assert collapse(repeated(849), columns)["collapsed"]
+    assert not collapse(repeated(15_000), columns)["collapsed"]
     # an all-categorical schema: 2 x 3 (+ missing) = 8 possible rows, all 8 present is fine
     small = {
         "a": {"type": "categorical", "categories": ["x", "y"]},
         "b": {"type": "categorical", "categories": ["p", "q", "r"], "nullable": True},
     }
     assert public_domain_size(small) == 8
-    assert collapse_warning(8, 20_000, small) == []
+    every = pd.DataFrame([(a, b) for a in "xy" for b in ("p", "q", "r", None)], columns=["a", "b"])
+    table = every.iloc[np.arange(20_000) % 8]
+    rows = collapse(table, small)
+    assert not rows["collapsed"] and rows["distinct"] == 8
+    assert rows["missing_categories"] == {}
+    assert collapse(table[table["a"] == "x"], small)["missing_categories"] == {"a": ["y"]}
     assert public_domain_size({"n": {"type": "integer", "min": 1, "max": 10}}) == 10

@@ -1,4 +1,5 @@
-"""The chunked path agrees with the in-memory (Great Expectations) path on every input class."""
+"""Reading in chunks (any chunk size) gives what reading the whole table gives, on every
+input class: the same table, or the same refusal."""
 
 from __future__ import annotations
 
@@ -8,13 +9,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from dprelease.config import InputPolicy
 from dprelease.datasets import census_like
 from dprelease.encoding import Encoder
 from dprelease.errors import InputError
 from dprelease.generators.marginals import IndependentMarginals
+from dprelease.io.stream import StreamingInput, load_validated
 from dprelease.schema import load_schema
-from dprelease.streaming import StreamingInput
-from dprelease.validation import load_validated
 
 SCHEMA = load_schema(Path(__file__).parent.parent / "data" / "census.yaml")
 ENCODER = Encoder(SCHEMA)
@@ -39,9 +40,9 @@ def both(path: Path, **options) -> tuple[object, object]:
     """(in-memory outcome, streaming outcome): a table or the InputError message."""
     outcomes = []
     for load in (
-        lambda: load_validated(path, SCHEMA, **options).table,
+        lambda: load_validated(path, SCHEMA, InputPolicy(**options)),
         lambda: pd.concat(
-            list(StreamingInput(str(path), SCHEMA, chunk_rows=CHUNK, **options).tables()),
+            list(StreamingInput(str(path), SCHEMA, InputPolicy(**options), CHUNK).tables()),
             ignore_index=True,
         ),
     ):
@@ -125,7 +126,7 @@ def test_typed_parquet_and_a_directory_of_parquet_files(tmp_path):
         frame.iloc[part].to_parquet(directory / f"part-{i}.parquet", index=False)
     whole = tmp_path / "whole.parquet"
     frame.to_parquet(whole, index=False)
-    expected = load_validated(whole, SCHEMA).table
+    expected = load_validated(whole, SCHEMA)
     streamed = pd.concat(
         list(StreamingInput(str(directory), SCHEMA, chunk_rows=CHUNK).tables()), ignore_index=True
     )
@@ -175,17 +176,18 @@ def test_a_changed_input_is_refused_on_the_next_pass(tmp_path):
 def test_summed_chunk_counts_feed_the_same_noisy_fit(tmp_path, seeded_noise):
     frame = census_like(1000, seed=5)
     path = write(frame, tmp_path, "parquet")
-    real = ENCODER.encode(load_validated(path, SCHEMA).table)
+    real = ENCODER.encode(load_validated(path, SCHEMA))
     in_memory = IndependentMarginals(ENCODER, 1.0)
     streamed = IndependentMarginals(ENCODER, 1.0)
     counts = StreamingInput(str(path), SCHEMA, chunk_rows=97).scan(ENCODER, streamed.cell_counts)
+    counts = counts.counts
     for exact, summed in zip(in_memory.cell_counts(real), counts, strict=True):
         np.testing.assert_array_equal(summed, exact)
-    in_memory.fit(real, seeded_noise(7))
-    streamed.fit_counts(counts, seeded_noise(7))
-    for p, q in zip(in_memory.probabilities, streamed.probabilities, strict=True):
+    fitted = in_memory.fit(real, seeded_noise(7))
+    fitted_streamed = streamed.fit_counts(counts, seeded_noise(7))
+    for p, q in zip(fitted.state.probabilities, fitted_streamed.state.probabilities, strict=True):
         np.testing.assert_array_equal(p, q)
     rng = np.random.default_rng(0)
-    assert streamed.sample(5, rng).shape == (5, ENCODER.width)
-    with pytest.raises(ValueError, match="do not match the public cells"):
+    assert fitted_streamed.sample(5, rng).shape == (5, ENCODER.width)
+    with pytest.raises(ValueError, match="do not match the generator's public cells"):
         streamed.fit_counts(counts[:-1], seeded_noise(7))

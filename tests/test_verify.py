@@ -18,10 +18,11 @@ import typer
 from release_fixtures import build_release
 from typer.testing import CliRunner
 
-from dprelease.privacy.accounting import Spend
-from dprelease.release import privacy_statement
-from dprelease.verify import verify_release
-from dprelease.verify_cli import verify_command
+from dprelease.cli.verify import verify_command
+from dprelease.privacy.accountants import compose_history
+from dprelease.privacy.accounting import Cap, PlannedSpend, Spend
+from dprelease.release.writer import privacy_statement
+from dprelease.verify.release import verify_release
 
 COMMON = {
     "manifest",
@@ -31,6 +32,7 @@ COMMON = {
     "ledger-status",
     "ledger-dataset-total",
     "cap",
+    "release-delta",
     "within-cap",
     "privacy-statement",
     "no-row-count",
@@ -334,7 +336,11 @@ def restate(directory: Path, *, cap: Spend, accountant: str, tight: Spend | None
     if tight is not None:
         manifest["accountant_total"] = {"epsilon": tight.epsilon, "delta": tight.delta}
     manifest["privacy_statement"] = privacy_statement(
-        Spend(**manifest["release_spend"]), Spend(**manifest["dataset_total"]), cap, accountant
+        Spend(**manifest["release_spend"]),
+        Spend(**manifest["dataset_total"]),
+        cap,
+        accountant,
+        accountant_total=tight,
     )
     table = pq.read_table(directory / "synthetic.parquet")
     metadata = {
@@ -346,20 +352,49 @@ def restate(directory: Path, *, cap: Spend, accountant: str, tight: Spend | None
     rehash(directory)
 
 
-def test_a_tight_accountant_may_admit_a_basic_sum_above_the_cap(copy):
-    basic = Spend(**manifest_of(copy)["dataset_total"])  # epsilon 2
-    cap = Spend(1.8, 1e-5)
-    restate(copy, cap=cap, accountant="pld", tight=Spend(1.7, 1e-5))
+def rdp_total(directory: Path, cap: Spend) -> Spend:
+    """The Rényi filter's total of the release's ledger, as the ledger computes it."""
+    rows = pq.read_table(directory / "ledger.parquet").to_pylist()
+    for row in rows:
+        row["description"] = json.loads(row["description"])
+    entries = [PlannedSpend("m", r["epsilon"], r["delta"], {}, r["description"]) for r in rows]
+    return compose_history(entries, Cap(cap.epsilon, cap.delta, "rdp"), "rdp").enforced
+
+
+def test_the_enforcing_accountants_total_is_recomputed_from_the_ledger(copy):
+    """rdp: the manifest's total must be the Rényi filter's on the ledger's typed entries, and
+    that total (never a PLD figure) must fit the cap; a basic sum above the cap is fine."""
+    cap = Spend(1.95, 1e-5)  # below the basic sum of 2
+    tight = rdp_total(copy, cap)
+    assert tight.epsilon < 1.95
+    restate(copy, cap=cap, accountant="rdp", tight=tight)
     assert failed(copy) == set()
     restate(copy, cap=cap, accountant="basic", tight=None)
     assert failed(copy) == {"within-cap"}
-    # A tight total above the basic sum at a larger delta is impossible.
-    restate(copy, cap=Spend(3.0, 1e-5), accountant="pld", tight=Spend(basic.epsilon + 0.1, 1e-5))
+    restate(copy, cap=cap, accountant="rdp", tight=Spend(tight.epsilon - 0.2, 1e-5))
+    assert failed(copy) == {"accountant"}  # a total that is not the ledger's
+    restate(copy, cap=cap, accountant="rdp", tight=None)
     assert failed(copy) == {"accountant"}
-    restate(copy, cap=cap, accountant="pld", tight=Spend(1.9, 1e-5))
+    small = Spend(tight.epsilon - 0.1, 1e-5)
+    restate(copy, cap=small, accountant="rdp", tight=rdp_total(copy, small))
     assert failed(copy) == {"within-cap"}
-    restate(copy, cap=cap, accountant="pld", tight=None)
-    assert failed(copy) == {"accountant"}
+    # A release of a dataset recorded as pld (before this version) is checked with rdp: its
+    # stated PLD total is not trusted, the recomputed Rényi total must fit.
+    restate(copy, cap=small, accountant="pld", tight=Spend(0.5, 1e-5))
+    assert failed(copy) == {"within-cap"}
+    restate(copy, cap=cap, accountant="pld", tight=Spend(0.5, 1e-5))
+    assert failed(copy) == set()
+
+
+def test_a_release_delta_above_the_caps_fails(copy):
+    """Issue 19, item 8: `--delta 0.5` against a cap delta of 1e-5 published (0.2, 0.1) on the
+    weights and verify passed under pld; the release's own delta must fit the cap's."""
+    release = Spend(**manifest_of(copy)["release_spend"])  # delta 1e-6
+    cap = Spend(10.0, release.delta / 2)
+    restate(copy, cap=cap, accountant="pld", tight=Spend(1.0, cap.delta))
+    assert "release-delta" in failed(copy)
+    restate(copy, cap=Spend(10.0, release.delta), accountant="basic", tight=None)
+    assert "release-delta" not in failed(copy)
 
 
 def test_a_tempered_release_with_drop_policy_passes(tmp_path):
@@ -377,8 +412,8 @@ def test_a_release_without_weights_passes(tmp_path):
 
 def test_verifying_imports_nothing_of_the_publishing_side(release):
     code = (
-        "import sys; from dprelease.verify import verify_release; "
-        "assert 'dprelease.verify_synthetic' not in sys.modules; "  # kind modules load lazily
+        "import sys; from dprelease.verify.release import verify_release; "
+        "assert 'dprelease.verify.synthetic' not in sys.modules; "  # kind modules load lazily
         f"assert verify_release({str(release)!r}).passed; "
         "print(' '.join(sorted(sys.modules)))"
     )
@@ -396,7 +431,7 @@ def test_verifying_imports_nothing_of_the_publishing_side(release):
         "dprelease.privacy.ledger",
         "dprelease.generators",
         "dprelease.weights",
-        "dprelease.release",
+        "dprelease.release.writer",
     }
     assert not forbidden & modules, forbidden & modules
 
@@ -426,7 +461,7 @@ def test_a_release_published_by_the_cli_verifies(prefect_server, tmp_path):
     import yaml
     from release_fixtures import census_schema
 
-    from dprelease.cli import app
+    from dprelease.cli.app import app
     from dprelease.datasets import census_like
 
     table = tmp_path / "census.csv"
@@ -443,3 +478,21 @@ def test_a_release_published_by_the_cli_verifies(prefect_server, tmp_path):
     verified = verify_release(directory)
     assert verified.passed, verified.failed
     assert CliRunner().invoke(cli(), ["verify", str(directory)]).exit_code == 0
+
+
+def test_a_cap_delta_above_one_over_max_rows_is_stated_and_verifies(tmp_path):
+    """Issue 19, item 8: the warning is in the manifest and the privacy statement (hence the
+    report), and the verifier accepts the statement with it."""
+    from release_fixtures import census_schema
+
+    from dprelease.schema import Budget
+
+    schema = census_schema("loose-delta")  # max_rows 3000
+    schema = schema.model_copy(update={"budget": Budget(epsilon=3.0, delta=1e-3)})
+    directory = build_release(tmp_path, schema=schema, n_synthetic=300)
+    manifest = manifest_of(directory)
+    (warning,) = manifest["warnings"]
+    assert warning.startswith("the cap's delta (0.001) exceeds 1 / max_rows (0.000333333)")
+    assert f"warning: {warning}" in manifest["privacy_statement"]
+    assert warning in (directory / "report.md").read_text().replace("\n", " ")
+    assert verify_release(directory).passed

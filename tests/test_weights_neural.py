@@ -116,9 +116,9 @@ def test_dp_mlp_records_the_noise_it_really_drew(toy, secure):
         original(self, *args, **kwargs)
 
     class Recording(NoiseSource):
-        def gaussian(self, sigma, size):  # noqa: ANN001, ANN201
-            draws.append(size)
-            return super().gaussian(sigma, size)
+        def add_gaussian(self, values, sigma, *, counts=False):  # noqa: ANN001, ANN201
+            draws.append(np.shape(values))
+            return super().add_gaussian(values, sigma, counts=counts)
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(DPOptimizer, "__init__", spy)

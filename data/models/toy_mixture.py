@@ -1,4 +1,5 @@
-"""ABCDP toy model (Park et al., ABCDP section 6.1; spec abcdp.md 6.2): a mixture of uniforms.
+"""ABCDP toy model (Park et al., ABCDP section 6.1; docs/abcdp.md section 6.2): a mixture of
+uniforms.
 
 Prior theta ~ Dirichlet(1, 1, 1, 1, 1); given theta, each row y is drawn from
 sum_i theta_i Uniform[i - 1, i], i = 1..5 (schema `toy_mixture.yaml`, y in [0, 5]).
@@ -18,8 +19,9 @@ N_COMPONENTS = 5
 
 
 class DirichletUniformMixture:
-    """Batched simulator of the ABCDP protocol (dprelease.inference.abcdp_model)."""
+    """Batched simulator of the ABCDP protocol (dprelease.inference.abcdp.model)."""
 
+    batched = True
     parameter_names = tuple(f"theta_{i}" for i in range(1, N_COMPONENTS + 1))
     columns = ("y",)
 

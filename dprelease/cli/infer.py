@@ -1,7 +1,7 @@
 """`dprelease infer ...`: releases of posterior inference on a real table (seeds 002, 004).
 
 Each inference kind adds its commands to `infer_app`; they share the plumbing of
-`dprelease.cli_support` (one-line errors, exit codes, checks before Prefect starts).
+`dprelease.cli.support` (one-line errors, exit codes, checks before Prefect starts).
 """
 
 from __future__ import annotations
@@ -11,43 +11,25 @@ from typing import Annotated
 
 import typer
 
-from dprelease.cli_support import (
-    EXIT_CODES_HELP,
-    DropExtraColumnsOption,
-    InputArgument,
-    InvalidRows,
-    InvalidRowsOption,
-    LedgerOption,
-    OutOption,
-    SchemaOption,
-    VerboseOption,
-    check_before_run,
-    expected_errors,
-    run_flow,
-    stderr,
-    stdout,
-)
+from dprelease.cli import support
+from dprelease.config import MEDIAN_PRIOR, ABCDPConfig, InvalidRows, TruncationConfig, parse_config
 from dprelease.errors import InputError
 from dprelease.privacy.ledger import resolve_ledger_url
 
-SecureNoiseOption = Annotated[
-    bool, typer.Option("--secure-noise", help="Laplace noise from OpenDP's samplers.")
-]
-
 infer_app = typer.Typer(
     help="DP posterior inference releases: online estimation with adaptive truncation, ABCDP.",
-    epilog=EXIT_CODES_HELP,
+    epilog=support.EXIT_CODES_HELP,
     no_args_is_help=True,
 )
 
 
-# --- adaptive truncation (seed 002; dprelease.inference.adaptive_truncation) ----------------
+# --- adaptive truncation (Yildirim 2023; dprelease.inference.truncation.online) ----------------
 
 
-@infer_app.command("adaptive-truncation", epilog=EXIT_CODES_HELP)
+@infer_app.command("adaptive-truncation", epilog=support.EXIT_CODES_HELP)
 def adaptive_truncation(
-    input_path: InputArgument,
-    schema: SchemaOption,
+    input_path: support.InputArgument,
+    schema: support.SchemaOption,
     column: Annotated[str, typer.Option("--column", help="A continuous or integer column.")],
     epsilon: Annotated[float, typer.Option("--epsilon", help="Epsilon of each row's release.")],
     delta: Annotated[
@@ -82,57 +64,40 @@ def adaptive_truncation(
     score: Annotated[str, typer.Option("--score", help="Design score: mu or trace.")] = "mu",
     engine: Annotated[str, typer.Option("--engine", help="ibis or latent_smc.")] = "ibis",
     particles: Annotated[int, typer.Option("--particles", help="SMC particles.")] = 1000,
-    out: OutOption = Path("releases"),
-    ledger: LedgerOption = None,
+    out: support.OutOption = Path("releases"),
+    ledger: support.LedgerOption = None,
     seed: Annotated[
         int | None, typer.Option("--seed", help="Seed of the SMC only (never the DP noise).")
     ] = None,
-    on_invalid_rows: InvalidRowsOption = InvalidRows.refuse,
-    drop_extra_columns: DropExtraColumnsOption = False,
-    secure_noise: SecureNoiseOption = False,
-    verbose: VerboseOption = False,
+    on_invalid_rows: support.InvalidRowsOption = InvalidRows.refuse,
+    drop_extra_columns: support.DropExtraColumnsOption = False,
+    secure_noise: support.SecureNoiseOption = False,
+    verbose: support.VerboseOption = False,
 ) -> None:
     """Release the posterior of a column's N(mu, sigma^2) model, each processed row entering
     one Laplace release of its value clamped to an adaptively chosen interval; print its
     directory."""
-    import json
-
-    from dprelease.inference.truncation_release import (
-        TruncationConfig,
-        parse_prior,
-        plan_truncation_release,
-    )
+    from dprelease.release.truncation import parse_prior, plan_truncation_release
     from dprelease.schema import load_schema
 
     ledger_url = resolve_ledger_url(ledger)
-    with expected_errors(verbose):
-        public = load_schema(schema)
-        config = TruncationConfig(
-            column=column, epsilon=epsilon, delta=delta, n_steps=n_steps,
+    with support.expected_errors(verbose):
+        config = parse_config(
+            TruncationConfig, column=column, epsilon=epsilon, delta=delta, n_steps=n_steps,
             count_epsilon=count_epsilon, max_steps=max_steps, min_steps=min_steps,
             family=family, score=score, engine=engine, particles=particles,
             prior=parse_prior(prior), seed=seed, secure_noise=secure_noise,
-            on_invalid_rows=on_invalid_rows.value, drop_extra_columns=drop_extra_columns,
+            on_invalid_rows=on_invalid_rows, drop_extra_columns=drop_extra_columns,
         )  # fmt: skip
-        release = plan_truncation_release(public, config)
-        check_before_run(
-            ledger_url, public, release.cap, release.planned_spends, input_path,
-            drop_extra_columns=drop_extra_columns,
-        )  # fmt: skip
-    release_dir = run_flow(
+        public = load_schema(schema)
+        plan = plan_truncation_release(public, config)
+    support.publish_command(
         "flows.adaptive_truncation:adaptive_truncation_flow",
-        verbose=verbose,
+        plan=plan, input_path=input_path, schema=schema, config=config, out=out,
+        ledger_url=ledger_url, verbose=verbose,
         what=f"adaptive truncation of {public.dataset}.{column}",
-        input_path=str(input_path), schema_path=str(schema), column=column, epsilon=epsilon,
-        delta=delta, n_steps=n_steps, count_epsilon=count_epsilon, max_steps=max_steps,
-        min_steps=min_steps, family=family, score=score, engine=engine, particles=particles,
-        prior=config.prior, out_dir=str(out), ledger_url=ledger_url, seed=seed,
-        secure_noise=secure_noise, on_invalid_rows=on_invalid_rows.value,
-        drop_extra_columns=drop_extra_columns,
+        summary=lambda manifest: manifest["truncation_statement"],
     )  # fmt: skip
-    manifest = json.loads((Path(release_dir) / "manifest.json").read_text())
-    stderr.print(f"published: {manifest['truncation_statement']}", highlight=False, soft_wrap=True)
-    stdout.print(release_dir, highlight=False, soft_wrap=True)
 
 
 @infer_app.command("design-truncation")
@@ -149,19 +114,19 @@ def design_truncation_command(
     (public: reads no data)."""
     import json
 
-    from dprelease.inference.truncation_design import design_truncation
+    from dprelease.inference.truncation.design import design_truncation
 
-    with expected_errors():
+    with support.expected_errors():
         try:
             design = design_truncation(family, epsilon, score, symmetric=not asymmetric)
         except ValueError as error:
             raise InputError(str(error)) from None
     if as_json:
-        stdout.print_json(json.dumps(design.to_dict()))
+        support.stdout.print_json(json.dumps(design.to_dict()))
         return
     fisher = design.fisher
     coupling = round(float(fisher[0, 1]), 4) + 0.0  # no "-0.0000"
-    stdout.print(
+    support.stdout.print(
         f"[a*, b*] = [{design.a:g}, {design.b:g}] for epsilon={design.epsilon:g} "
         f"({design.family}, score {design.score}, {design.method}); the interval for a "
         f"posterior draw (m, c) is [m + {design.a:g} c, m + {design.b:g} c].\n"
@@ -173,12 +138,10 @@ def design_truncation_command(
     )
 
 
-# --- ABCDP (seed 004; dprelease.inference.abcdp) ---------------------------------------------
+# --- ABCDP (Park et al. 2021; dprelease.inference.abcdp) -----------------------------------------
 
 
 def _bandwidth(text: str) -> float | str:
-    from dprelease.inference.abcdp import MEDIAN_PRIOR
-
     if text == MEDIAN_PRIOR:
         return text
     try:
@@ -189,12 +152,20 @@ def _bandwidth(text: str) -> float | str:
         ) from None
 
 
-@infer_app.command("abcdp", epilog=EXIT_CODES_HELP)
+@infer_app.command("abcdp", epilog=support.EXIT_CODES_HELP)
 def abcdp(
-    input_path: InputArgument,
-    schema: SchemaOption,
+    input_path: support.InputArgument,
+    schema: support.SchemaOption,
     model: Annotated[
-        str, typer.Option("--model", help="Public model code: path/to/model.py:ClassName.")
+        str,
+        typer.Option(
+            "--model",
+            help="Public model code: path/to/model.py:ClassName. Its simulate(theta, m, rng) "
+            "returns a DataFrame of schema columns: per draw (theta one draw of shape (p,), m "
+            "rows) or batched (theta of shape (B, p), B*m rows, draw b's rows in block b). "
+            "Declare `batched = False` or `batched = True` in the class, or let the dry run "
+            "detect it before anything is spent.",
+        ),
     ],
     epsilon: Annotated[float, typer.Option("--epsilon", help="Epsilon of the release.")],
     n_samples: Annotated[int, typer.Option("--n-samples", help="Posterior samples c.")],
@@ -218,61 +189,69 @@ def abcdp(
         float, typer.Option("--count-fraction", help="Share of epsilon for the DP row count.")
     ] = 0.05,
     n_min: Annotated[int, typer.Option("--n-min", help="Refuse a DP count below this.")] = 20,
-    out: OutOption = Path("releases"),
-    ledger: LedgerOption = None,
+    out: support.OutOption = Path("releases"),
+    ledger: support.LedgerOption = None,
     seed: Annotated[
         int | None,
         typer.Option("--seed", help="Seed of prior draws, simulations, features (never DP noise)."),
     ] = None,
-    on_invalid_rows: InvalidRowsOption = InvalidRows.refuse,
-    drop_extra_columns: DropExtraColumnsOption = False,
-    secure_noise: SecureNoiseOption = False,
-    verbose: VerboseOption = False,
+    on_invalid_rows: support.InvalidRowsOption = InvalidRows.refuse,
+    drop_extra_columns: support.DropExtraColumnsOption = False,
+    secure_noise: support.SecureNoiseOption = False,
+    verbose: support.VerboseOption = False,
 ) -> None:
     """Release c posterior samples of a simulator's parameters by DP rejection ABC (sparse
-    vector technique on the MMD to the real table); print the release directory."""
-    import json
+    vector technique on the MMD to the real table); print the release directory.
+
+    The model is a class with parameter_names, columns (schema columns it simulates),
+    sample_prior(rng, size) returning a (size, p) array, and simulate(theta, m, rng)
+    returning a DataFrame. Written one draw at a time (theta of shape (p,), m rows; called
+    once per draw) or batched (theta of shape (B, p), B*m rows, faster). Declare
+    `batched = False` / `batched = True`, or let the dry run detect it (README, "Posterior
+    releases"). A per-draw example:
+
+    \b
+        class Model:
+            parameter_names = ("mu", "sd")
+            columns = ("y",)
+            batched = False  # optional
+            def sample_prior(self, rng, size):
+                return np.column_stack((rng.uniform(0, 5, size), rng.uniform(0.1, 2, size)))
+            def simulate(self, theta, m, rng):
+                mu, sd = theta
+                return pd.DataFrame({"y": np.clip(rng.normal(mu, sd, m), 0, 5)})
+    """
     import secrets
 
-    from dprelease.inference.abcdp import ABCDPConfig
-    from dprelease.inference.abcdp_release import plan_abcdp_release
+    from dprelease.release.abcdp import plan_abcdp_release
     from dprelease.schema import load_schema
 
     ledger_url = resolve_ledger_url(ledger)
     seed = seed if seed is not None else secrets.randbits(63)  # the flow replans with it
-    with expected_errors(verbose):
+    with support.expected_errors(verbose):
+        config = parse_config(
+            ABCDPConfig, model=model, n_samples=n_samples, threshold=threshold,
+            epsilon=epsilon, count_fraction=count_fraction, resample=resample, n_draws=n_draws,
+            n_sim=n_sim, kernel=kernel, n_features=n_features, bandwidth=_bandwidth(bandwidth),
+            n_min=n_min, seed=seed, secure_noise=secure_noise, on_invalid_rows=on_invalid_rows,
+            drop_extra_columns=drop_extra_columns,
+        )  # fmt: skip
         public = load_schema(schema)
-        config = ABCDPConfig(
-            n_samples=n_samples, threshold=threshold, epsilon=epsilon,
-            count_fraction=count_fraction, resample=resample, n_draws=n_draws, n_sim=n_sim,
-            kernel=kernel, n_features=n_features, bandwidth=_bandwidth(bandwidth), n_min=n_min,
-            seed=seed, secure_noise=secure_noise, on_invalid_rows=on_invalid_rows.value,
-            drop_extra_columns=drop_extra_columns,
-        )  # fmt: skip
-        release = plan_abcdp_release(public, model, config)
-        check_before_run(
-            ledger_url, public, release.cap, release.plan.planned_spends(), input_path,
-            drop_extra_columns=drop_extra_columns,
-        )  # fmt: skip
-    release_dir = run_flow(
-        "flows.abcdp:abcdp_flow",
-        verbose=verbose,
-        what=f"ABCDP of {public.dataset}",
-        input_path=str(input_path), schema_path=str(schema), model=model, epsilon=epsilon,
-        n_samples=n_samples, threshold=threshold, resample=resample, n_draws=n_draws,
-        n_sim=n_sim, kernel=kernel, n_features=n_features, bandwidth=config.bandwidth,
-        count_fraction=count_fraction, n_min=n_min, out_dir=str(out), ledger_url=ledger_url,
-        seed=seed, secure_noise=secure_noise, on_invalid_rows=on_invalid_rows.value,
-        drop_extra_columns=drop_extra_columns,
+        plan = plan_abcdp_release(public, config)
+    mode = plan.plan.simulator.mode
+    support.stderr.print(
+        f"model {plan.plan.model.name}: simulated {mode.name} ({mode.rule})",
+        highlight=False, markup=False, soft_wrap=True,
     )  # fmt: skip
-    manifest = json.loads((Path(release_dir) / "manifest.json").read_text())
-    stderr.print(
-        f"published: {manifest['n_accepted']} of c={manifest['n_samples']} samples accepted "
-        f"after {manifest['t_stop']} draws; {manifest['svt_statement']}",
-        highlight=False,
-        soft_wrap=True,
-    )
-    stdout.print(release_dir, highlight=False, soft_wrap=True)
+    support.publish_command(
+        "flows.abcdp:abcdp_flow",
+        plan=plan, input_path=input_path, schema=schema, config=config, out=out,
+        ledger_url=ledger_url, verbose=verbose, what=f"ABCDP of {public.dataset}",
+        summary=lambda manifest: (
+            f"{manifest['n_accepted']} of c={manifest['n_samples']} samples accepted after "
+            f"{manifest['t_stop']} draws; {manifest['svt_statement']}"
+        ),
+    )  # fmt: skip
 
 
 @infer_app.command("abcdp-plan")
@@ -299,28 +278,32 @@ def abcdp_plan(
     (public: reads no data, spends nothing)."""
     import json
 
-    from dprelease.inference.abcdp import ABCDPConfig, noise_plan
+    from dprelease.inference.abcdp.mechanism import noise_plan
 
-    with expected_errors():
+    with support.expected_errors():
         if not n_hat_guess > 0:
             raise InputError("--n-hat-guess must be positive")
-        config = ABCDPConfig(
-            n_samples=n_samples, threshold=threshold, epsilon=epsilon,
-            count_fraction=count_fraction, resample=resample, n_draws=max(n_samples, 10_000),
-            bandwidth=_bandwidth(bandwidth), seed=seed,
+        config = parse_config(
+            ABCDPConfig, model=model or "", n_samples=n_samples, threshold=threshold,
+            epsilon=epsilon, count_fraction=count_fraction, resample=resample,
+            n_draws=max(n_samples, 10_000), bandwidth=_bandwidth(bandwidth), seed=seed,
         )  # fmt: skip
         summary = noise_plan(config, n_hat_guess)
         if model is not None:
-            from dprelease.inference.abcdp_release import plan_abcdp_release
+            from dprelease.release.abcdp import plan_abcdp_release
             from dprelease.schema import load_schema
 
             if schema is None:
                 raise InputError("--model needs --schema")
-            release = plan_abcdp_release(load_schema(schema), model, config)
-            summary["model"] = {"sha256": release.plan.model.sha256, "dry_run": "passed"}
+            release = plan_abcdp_release(load_schema(schema), config)
+            summary["model"] = {
+                "sha256": release.plan.model.sha256,
+                "dry_run": "passed",
+                "simulator": release.plan.simulator.mode.to_dict(),
+            }
             summary["bandwidth"] = release.plan.bandwidth
     if as_json:
-        stdout.print_json(json.dumps(summary))
+        support.stdout.print_json(json.dumps(summary))
         return
     lines = [
         f"epsilon {epsilon:g} = {summary['epsilon_count']:.4g} (DP row count, Laplace scale "
@@ -338,6 +321,7 @@ def abcdp_plan(
     if "model" in summary:
         lines.append(
             f"model dry run passed (sha256 {summary['model']['sha256'][:12]}...), "
-            f"bandwidth {summary['bandwidth']:.4g}"
+            f"bandwidth {summary['bandwidth']:.4g}, simulated "
+            f"{summary['model']['simulator']['mode']} ({summary['model']['simulator']['rule']})"
         )
-    stdout.print("\n".join(lines), highlight=False, markup=False, soft_wrap=True)
+    support.stdout.print("\n".join(lines), highlight=False, markup=False, soft_wrap=True)

@@ -6,9 +6,10 @@
 - `run_flow`: runs a Prefect flow in this process with a concise rich progress line (the
   current task) instead of Prefect's console log; Prefect's full run log still goes to the
   Prefect API (UI) and, with `--verbose`, to the terminal.
-- `preflight_table`: what can be checked about an input file without reading its values
-  (existence, readability, type, UTF-8 header, the column set), so those errors come back
-  before Prefect's temporary server starts (15-25 s here).
+- `check_before_run`: the cap, then what can be checked about an input file without reading
+  its values (`io.stream.preflight`: existence, type, UTF-8 header, the column set), so those
+  errors come back before Prefect's temporary server starts (15-25 s here);
+  `publish_command` runs them and then the release flow.
 - `ledger_notice`: which ledger is used, and whether this dataset has history in it.
 
 Exit codes (README): 0 published, 1 unexpected error, 2 bad input or configuration, 3 the
@@ -18,21 +19,24 @@ dataset's cap refuses the run, 4 the weights are unreliable (nothing published).
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import re
-from collections.abc import Callable, Iterator, Sequence
-from enum import StrEnum
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 
-from dprelease.errors import DPReleaseError, InputError
-from dprelease.privacy.accounting import PlannedSpend, Spend
+from dprelease.config import InputPolicy, InvalidRows, OutOfBounds
+from dprelease.errors import DPReleaseError
+from dprelease.io.stream import preflight
 from dprelease.privacy.ledger import LEDGER_URL_ENV, Ledger
-from dprelease.schema import Schema
+from dprelease.release.files import MANIFEST_FILE
+from dprelease.release.pipeline import Plan, check_budget
+from dprelease.release.synthetic_plan import DEFAULT_N_SYNTHETIC
 
 stdout = Console()
 stderr = Console(stderr=True)
@@ -50,11 +54,6 @@ LEDGER_HELP = (
 LedgerOption = Annotated[str | None, typer.Option("--ledger", help=LEDGER_HELP)]
 
 
-class InvalidRows(StrEnum):
-    refuse = "refuse"
-    drop = "drop"
-
-
 InputArgument = Annotated[
     Path, typer.Argument(metavar="INPUT", help="Real table (.csv UTF-8, or .parquet).")
 ]
@@ -67,6 +66,25 @@ InvalidRowsOption = Annotated[
         help="refuse: exit 2 on any invalid row or an empty table (interactive use); drop: "
         "drop invalid rows inside the mechanism, so a release never depends on one row "
         "(scheduled deployments).",
+    ),
+]
+OutOfBoundsOption = Annotated[
+    OutOfBounds,
+    typer.Option("--on-out-of-bounds", help="Clip or reject numbers outside the bounds."),
+]
+SecureNoiseOption = Annotated[
+    bool,
+    typer.Option(
+        "--secure-noise",
+        help="Laplace/Gaussian noise from OpenDP's samplers (DP-SGD in Opacus' secure mode).",
+    ),
+]
+NSyntheticOption = Annotated[
+    int | None,
+    typer.Option(
+        "--n-synthetic",
+        help=f"Synthetic rows (default: the schema's max_rows, at least {DEFAULT_N_SYNTHETIC})",
+        show_default=False,
     ),
 ]
 DropExtraColumnsOption = Annotated[
@@ -159,63 +177,48 @@ def run_flow(flow_path: str, *, verbose: bool, what: str, **params: Any) -> Any:
         return flow(**params)
 
 
-def preflight_table(path: Path, schema: Schema, *, drop_extra_columns: bool) -> None:
-    """Check an input table without reading its values: the file exists and is readable, its
-    type is supported, a CSV header is UTF-8, and the column set fits the schema."""
-    if not path.is_file():
-        raise InputError(f"{path}: input file not found")
-    if not os.access(path, os.R_OK):
-        raise InputError(f"{path}: input file is not readable")
-    columns = _header(path)
-    missing = [name for name in schema.columns if name not in columns]
-    if missing:
-        raise InputError(f"{path}: missing columns required by the schema: {', '.join(missing)}")
-    extra = [name for name in columns if name not in schema.columns]
-    if extra and not drop_extra_columns:
-        raise InputError(
-            f"{path}: columns not in the schema: {', '.join(extra)} "
-            "(remove them or pass --drop-extra-columns)"
-        )
-
-
-def _header(path: Path) -> list[str]:
-    suffix = path.suffix.lower()
-    if suffix == ".csv":
-        import csv
-
-        try:
-            with path.open(encoding="utf-8", newline="") as handle:
-                header = next(csv.reader([handle.readline()]), [])
-        except UnicodeDecodeError:
-            raise InputError(f"{path}: the file is not UTF-8 encoded text") from None
-        if not header:
-            raise InputError(f"{path}: the file is empty")
-        return [name.strip() for name in header]
-    if suffix in {".parquet", ".pq"}:
-        import pyarrow.parquet as pq
-
-        try:
-            return list(pq.read_schema(path).names)
-        except (OSError, ValueError) as error:
-            raise InputError(f"{path}: cannot read the file ({type(error).__name__})") from None
-    raise InputError(f"{path}: unsupported file type {suffix!r}; use .csv or .parquet")
-
-
-def check_before_run(
-    ledger_url: str,
-    schema: Schema,
-    cap: Spend,
-    planned: Sequence[PlannedSpend],
-    input_path: Path,
-    *,
-    drop_extra_columns: bool,
-) -> None:
+def check_before_run(ledger_url: str, plan: Plan, input_path: Path, policy: InputPolicy) -> None:
     """The checks of a release that read no data, in order: the cap (exit 3; the input is not
-    even opened), then the input file (exit 2). Prints which ledger is used."""
-    with Ledger(ledger_url) as book:
-        book.check_available(schema.dataset, cap, planned)
-    preflight_table(input_path, schema, drop_extra_columns=drop_extra_columns)
-    stderr.print(ledger_notice(ledger_url, schema.dataset), highlight=False, soft_wrap=True)
+    even opened), then the input file's header (exit 2). Prints which ledger is used, and a
+    warning when the cap's delta exceeds 1 / max_rows."""
+    check_budget(ledger_url, plan)
+    preflight(input_path, plan.schema, policy)
+    stderr.print(ledger_notice(ledger_url, plan.dataset), highlight=False, soft_wrap=True)
+    if plan.schema.cap_delta_warning is not None:
+        stderr.print(f"warning: {plan.schema.cap_delta_warning}", highlight=False, soft_wrap=True)
+
+
+def publish_command(
+    flow_path: str,
+    *,
+    plan: Plan,
+    input_path: Path,
+    schema: Path,
+    config: InputPolicy,
+    out: Path,
+    ledger_url: str,
+    verbose: bool,
+    what: str,
+    summary: Callable[[dict], str],
+) -> None:
+    """What every release command does after planning: the checks that read no data, then
+    the flow in this process; then `summary(manifest)` on stderr and the release directory
+    on stdout."""
+    with expected_errors(verbose):
+        check_before_run(ledger_url, plan, input_path, config)
+    release_dir = run_flow(
+        flow_path,
+        verbose=verbose,
+        what=what,
+        input_path=str(input_path),
+        schema_path=str(schema),
+        config=config,
+        out_dir=str(out),
+        ledger_url=ledger_url,
+    )
+    manifest = json.loads((Path(release_dir) / MANIFEST_FILE).read_text())
+    stderr.print(f"published: {summary(manifest)}", highlight=False, soft_wrap=True)
+    stdout.print(release_dir, highlight=False, soft_wrap=True)
 
 
 def ledger_notice(ledger_url: str, dataset: str) -> str:

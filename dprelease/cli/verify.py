@@ -1,7 +1,7 @@
 """`dprelease verify RELEASE_DIR`: check a release and print a table of checks and a verdict.
 
 Exit codes: 0 every check holds; 1 a check fails (the failing checks are named on stderr);
-2 RELEASE_DIR is not a directory. The checks are those of `dprelease.verify`; the command
+2 RELEASE_DIR is not a directory. The checks are those of `dprelease.verify.release`; the command
 reads only the release directory (no ledger database, no Prefect).
 """
 
@@ -14,8 +14,8 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from dprelease.cli_support import fail, stdout
-from dprelease.verify import verify_release
+from dprelease.cli.support import fail, stdout
+from dprelease.verify.release import verify_release
 
 VERIFY_EXIT_CODES = (
     "Exit codes: 0 every check holds; 1 a check fails (named on stderr); 2 RELEASE_DIR is not "

@@ -1,12 +1,14 @@
 """The evaluation grid of the main paper's section 4: generator x weight method x epsilon x
 seed, each released on the train part of a real table and scored on the held-out test part.
 
-For one cell (generator, epsilon, seed) the generator gets (1 - F) of (epsilon, delta) and is
-fitted once; every private weight method then gets F of the budget and weights the same
-synthetic sample (so `none` and `discriminator` are scored on a generator that had the
-same budget as the others: the comparison isolates the weights). Non-private methods
-(`logreg`, `mlp`) are reference points. Each cell accounts its spends in a throwaway
-in-memory ledger (never the persistent one). The test part is never seen by any mechanism.
+Every (generator, weight method, epsilon, seed) is one release through the product's release
+pipeline (`release.pipeline.run_guarded`): the budget is split as a release splits it (a
+private weight method gets the fraction F, the generator the rest; `none` and
+`discriminator` leave the whole budget to the generator), so each row scores what a curator
+would publish with that configuration. Non-private methods (`logreg`, `mlp`) are reference
+points (`plan_release(..., evaluation=True)`; a release refuses them). Each cell accounts its
+spends in a throwaway ledger in a temporary directory (never the persistent one). The test
+part is never seen by any mechanism.
 
 The metrics are computed on real data: results are for choosing a configuration and for
 evidence, never for publication.
@@ -14,26 +16,29 @@ evidence, never for publication.
 
 from __future__ import annotations
 
+import tempfile
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from dprelease import weights as weight_methods
-from dprelease.diagnostics import diagnose_weights, normalised_weights
+from dprelease.config import SyntheticConfig
+from dprelease.diagnostics import normalised_weights
 from dprelease.encoding import Encoder
 from dprelease.evaluation.metrics import Task, beta_mse, downstream, wasserstein
-from dprelease.generators import make_generator
-from dprelease.planning import (
-    DEFAULT_WEIGHTS_FRACTION,
-    default_n_synthetic,
-    weights_mechanism,
-    weights_options,
-)
-from dprelease.privacy.accounting import PlannedSpend, Spend, compose
-from dprelease.privacy.ledger import IN_MEMORY_URL, Ledger
+from dprelease.evaluation.timing import StepTimer
+from dprelease.generators import GENERATORS
 from dprelease.privacy.noise import NoiseSource
+from dprelease.release.pipeline import run_guarded
+from dprelease.release.synthetic import SYNTHETIC_PIPELINE, diagnose
+from dprelease.release.synthetic_plan import (
+    BUDGET_FREE_WEIGHTS,
+    DEFAULT_WEIGHTS_FRACTION,
+    plan_release,
+)
 from dprelease.schema import CategoricalColumn, Schema
 
 NOT_FOR_PUBLICATION = (
@@ -98,7 +103,7 @@ def task_for(schema: Schema, encoder: Encoder) -> Task:
 
 
 def evaluate_cell(
-    train: np.ndarray,
+    train: pd.DataFrame,
     test: np.ndarray,
     schema: Schema,
     grid: EvaluationGrid,
@@ -106,60 +111,34 @@ def evaluate_cell(
     epsilon: float,
     seed: int,
 ) -> list[dict]:
-    """Release on `train` once per cell and score every weight method on `test`."""
+    """One release of `train` per weight method through the product's release pipeline
+    (`release.pipeline.run_guarded`, a throwaway ledger), each scored on `test`."""
     encoder = Encoder(schema)
     task = task_for(schema, encoder)
-    fraction = grid.weights_fraction
-    generator = make_generator(
-        generator_name,
-        encoder,
-        (1 - fraction) * epsilon,
-        (1 - fraction) * grid.delta,
-        **grid.generator_options.get(generator_name, {}),
-    )
-    methods = [m for m in grid.weights if m != "discriminator" or generator.has_discriminator]
-    weights_budget = Spend(fraction * epsilon, fraction * grid.delta)
-    planned = list(generator.planned_spends()) + [
-        PlannedSpend(weights_mechanism(m), weights_budget.epsilon, weights_budget.delta)
-        for m in methods
-        if m in weight_methods.PRIVATE_METHODS
-    ]
-    cell = f"{generator_name}-eps{epsilon:g}-seed{seed}"
-    with Ledger(IN_MEMORY_URL) as ledger:
-        entry_ids = iter(ledger.reserve(cell, compose(planned), cell, planned))
-        started = time.perf_counter()
-        for spend in generator.fit(train, NoiseSource()):
-            ledger.commit(next(entry_ids), spend)
-        fit_seconds = time.perf_counter() - started
-        started = time.perf_counter()
-        n_synthetic = grid.n_synthetic or default_n_synthetic(schema)
-        synthetic = generator.sample(n_synthetic, np.random.default_rng(seed))
-        sample_seconds = time.perf_counter() - started
-        rows = []
+    options = grid.generator_options.get(generator_name, {})
+    has_discriminator = GENERATORS[generator_name].has_discriminator
+    methods = [m for m in grid.weights if m != "discriminator" or has_discriminator]
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="dprelease-evaluation-") as directory:
+        ledger_url = f"sqlite:///{Path(directory) / 'ledger.sqlite'}"
         for method in methods:
-            private = method in weight_methods.PRIVATE_METHODS
-            options = weights_options(method, {}, encoder)
-            if method == "discriminator":
-                options["discriminator"] = generator.discriminator
-            started = time.perf_counter()
-            estimate = weight_methods.estimate(
-                method,
-                train,
-                synthetic,
-                epsilon=weights_budget.epsilon if private else None,
-                delta=weights_budget.delta if private else None,
-                noise=NoiseSource(),
-                **options,
-            )
-            weights_seconds = time.perf_counter() - started
-            if private:
-                spend = PlannedSpend(
-                    weights_mechanism(method), estimate.epsilon_spent, estimate.delta_spent
-                )
-                ledger.commit(next(entry_ids), spend)
+            free = method in BUDGET_FREE_WEIGHTS
+            config = SyntheticConfig(
+                epsilon=epsilon, delta=grid.delta, generator=generator_name,
+                generator_options=options, weights=method,
+                weights_fraction=None if free else grid.weights_fraction,
+                n_synthetic=grid.n_synthetic, seed=seed,
+            )  # fmt: skip
+            plan = plan_release(schema, config, evaluation=True)
+            timer = StepTimer()
+            outcome, _ = run_guarded(
+                SYNTHETIC_PIPELINE, plan, train, ledger_url=ledger_url, noise=NoiseSource(),
+                step=timer,
+            )  # fmt: skip
             # as a release diagnoses and smooths them (with a certified bound, if any)
-            diagnostics = diagnose_weights(estimate.log_weights, 1.0, estimate.log_weight_max)
+            diagnostics = diagnose(plan, outcome.estimate)
             weights = normalised_weights(diagnostics.log_weights)
+            synthetic = outcome.synthetic
             started = time.perf_counter()
             rng = np.random.default_rng(seed)
             rows.append(
@@ -174,10 +153,10 @@ def evaluate_cell(
                     "downstream": downstream(synthetic, weights, test, task, seed=seed),
                     "downstream_metric": "roc_auc" if task.kind == "classification" else "mse",
                     "k_hat": float(diagnostics.k_hat),
-                    "ess_fraction": float(diagnostics.ess) / n_synthetic,
-                    "fit_seconds": fit_seconds,
-                    "sample_seconds": sample_seconds,
-                    "weights_seconds": weights_seconds,
+                    "ess_fraction": float(diagnostics.ess) / len(synthetic),
+                    "fit_seconds": timer.seconds("fit-generator"),
+                    "sample_seconds": timer.seconds("sample-synthetic"),
+                    "weights_seconds": timer.seconds("estimate-weights"),
                     "metrics_seconds": time.perf_counter() - started,
                 }
             )

@@ -3,7 +3,7 @@ section 4.2): WST, beta-MSE and downstream performance.
 
 Every metric takes the encoded synthetic matrix with its weights and the encoded real test
 matrix; weights of 1 give the unweighted metric. These numbers are computed on real data:
-they are for evaluation, never for a release (PRIVACY_MODEL.md section 8).
+they are for evaluation, never for a release (docs/privacy-model.md section 8).
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ import pandas as pd
 
 from dprelease.errors import InputError
 from dprelease.evaluation.harness import NOT_FOR_PUBLICATION
+from dprelease.release.files import MANIFEST_FILE
 
 METRICS = {  # column -> (title, lower is better)
     "wst": ("WST", True),
@@ -25,7 +26,7 @@ METRICS = {  # column -> (title, lower is better)
     "k_hat": ("PSIS k-hat", True),
     "ess_fraction": ("ESS / N_G", False),
 }
-RELEASE_MARKERS = ("manifest.json", "ledger.sqlite")
+RELEASE_MARKERS = (MANIFEST_FILE, "ledger.sqlite")
 
 
 def check_output_directory(out_dir: str | Path) -> Path:

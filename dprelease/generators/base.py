@@ -1,16 +1,28 @@
 """The interface every synthetic-data generator implements.
 
-A generator is built from the public encoder, its share of the privacy budget and public
-options. Its calibration is fixed at construction from public quantities only, so
-`planned_spends()` can be reserved in the ledger before `fit` sees the real data
-(PRIVACY_MODEL.md section 7). `fit` returns the spends it actually made (never more than
-planned); `sample` is post-processing and may be seeded by the user.
+A `Generator` is the public plan of a generator: built from the public encoder, its share of
+the privacy budget and public options, and calibrated at construction from public quantities
+only, so `planned_spends()` can be reserved in the ledger before the real data is read
+(docs/privacy-model.md section 7). It is never changed by fitting: `fit` returns a
+`FittedGenerator` holding the DP state learned from the real rows and the spends actually made
+(never more than planned); sampling from it is post-processing and may be seeded by the user.
+
+A fitted generator also says what it measured (`measurements`): every noisy marginal, its
+public cells, the noise on each cell count and the noisy total (a DP estimate of the row
+count). The release states from them how accurate each released marginal can be
+(`dprelease.diagnostics.accuracy`); they are DP outputs and public quantities only.
+
+A generator that can be fitted from exact cell counts summed outside (chunk by chunk while
+streaming the input, or reduced over Dask partitions) is a `CountsGenerator`: it declares
+the counting query (`cell_counts`) and `fit_counts`; the same query on the whole table gives
+the same fit, since the noise is drawn once, on the summed counts.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import ClassVar, Protocol
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal, Protocol
 
 import numpy as np
 
@@ -29,8 +41,50 @@ class Discriminator(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class Measurement:
+    """A marginal a generator measured with noise: its columns, how many public cells it has,
+    the noise on each cell count (`noise` "laplace" or "gaussian" with standard deviation
+    `noise_std`) and the sum of its noisy counts (a DP estimate of the row count)."""
+
+    columns: tuple[str, ...]
+    cells: int
+    noise: Literal["laplace", "gaussian"]
+    noise_std: float
+    noisy_total: float
+
+
+@dataclass(frozen=True)
+class FittedGenerator:
+    """A generator's plan, the DP state it learned (post-processing from here on) and the
+    spends its fit actually made."""
+
+    generator: Generator
+    state: Any
+    spends: tuple[PlannedSpend, ...]
+
+    def sample(
+        self, n: int, rng: np.random.Generator, *, batch_rows: int = SAMPLE_BATCH_ROWS
+    ) -> np.ndarray:
+        """Draw n encoded rows in batches of at most `batch_rows`."""
+        if n < 1:
+            raise ValueError("the number of synthetic rows must be at least 1")
+        sizes = [min(batch_rows, n - start) for start in range(0, n, batch_rows)]
+        return np.concatenate([self.generator._sample(self.state, m, rng) for m in sizes], axis=0)
+
+    @property
+    def discriminator(self) -> Discriminator | None:
+        """The probabilistic discriminator a DP-GAN trained (None for other generators)."""
+        return self.generator.discriminator_of(self.state)
+
+    @property
+    def measurements(self) -> list[Measurement]:
+        """The noisy marginals the fit measured (none for generators that measure none)."""
+        return self.generator.measurements_of(self.state)
+
+
 class Generator(ABC):
-    """Fit under (epsilon, delta) on the encoded real table, then sample encoded rows."""
+    """Fit under (epsilon, delta) on the encoded real table; the fit samples encoded rows."""
 
     name: ClassVar[str]
     has_discriminator: ClassVar[bool] = False
@@ -43,45 +97,60 @@ class Generator(ABC):
         self.encoder = encoder
         self.epsilon = epsilon
         self.delta = delta
-        self._fitted = False
 
     @abstractmethod
     def planned_spends(self) -> list[PlannedSpend]:
         """The spends `fit` will make, calibrated from public quantities only."""
 
     @abstractmethod
-    def _fit(self, real: np.ndarray, noise: NoiseSource) -> list[PlannedSpend]:
-        """Fit on encoded real rows; return the actual spends."""
+    def _fit(self, real: np.ndarray, noise: NoiseSource) -> tuple[Any, list[PlannedSpend]]:
+        """Fit on encoded real rows; return the DP state and the actual spends."""
 
     @abstractmethod
-    def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
-        """Draw n encoded rows (post-processing of the fitted DP state)."""
+    def _sample(self, state: Any, n: int, rng: np.random.Generator) -> np.ndarray:
+        """Draw n encoded rows from a fitted state (post-processing of the DP state)."""
 
     def config(self) -> dict:
         """Public configuration for the manifest."""
         return {"generator": self.name}
 
-    @property
-    def discriminator(self) -> Discriminator | None:
-        """A probabilistic discriminator, for generators that train one (DP-GANs)."""
+    def discriminator_of(self, state: Any) -> Discriminator | None:
+        """The probabilistic discriminator of a fitted state, for generators that train one."""
         return None
 
-    def fit(self, real: np.ndarray, noise: NoiseSource | None = None) -> list[PlannedSpend]:
+    def measurements_of(self, state: Any) -> list[Measurement]:
+        """The noisy marginals a fitted state was built from (module docstring)."""
+        return []
+
+    def fit(self, real: np.ndarray, noise: NoiseSource | None = None) -> FittedGenerator:
         if real.ndim != 2 or real.shape[1] != self.encoder.width:
             raise ValueError(f"expected encoded rows with {self.encoder.width} features")
-        spends = self._fit(real, noise or NoiseSource())
-        self._fitted = True
-        return spends
+        state, spends = self._fit(real, noise or NoiseSource())
+        return FittedGenerator(self, state, tuple(spends))
 
-    def sample(
-        self, n: int, rng: np.random.Generator, *, batch_rows: int = SAMPLE_BATCH_ROWS
-    ) -> np.ndarray:
-        """Draw n encoded rows in batches of at most `batch_rows`."""
-        if not self._fitted:
-            raise RuntimeError(f"{self.name}: fit before sampling")
-        if n < 1:
-            raise ValueError("the number of synthetic rows must be at least 1")
-        batches = [
-            self._sample(min(batch_rows, n - start), rng) for start in range(0, n, batch_rows)
-        ]
-        return np.concatenate(batches, axis=0)
+
+class CountsGenerator(Generator):
+    """A generator fitted from the exact counts of public cells (see the module docstring)."""
+
+    @abstractmethod
+    def cell_counts(self, real: np.ndarray) -> list[np.ndarray]:
+        """Exact counts of every public cell the mechanism measures (zeros included)."""
+
+    @abstractmethod
+    def _fit_counts(
+        self, counts: list[np.ndarray], noise: NoiseSource
+    ) -> tuple[Any, list[PlannedSpend]]:
+        """Fit from exact counts (noise drawn here, once); return the state and spends."""
+
+    def fit_counts(
+        self, counts: list[np.ndarray], noise: NoiseSource | None = None
+    ) -> FittedGenerator:
+        """Fit from counts summed outside; they must have the shapes `cell_counts` returns."""
+        expected = [c.shape for c in self.cell_counts(np.zeros((0, self.encoder.width)))]
+        if [np.shape(c) for c in counts] != expected:
+            raise ValueError("counts do not match the generator's public cells")
+        state, spends = self._fit_counts(counts, noise or NoiseSource())
+        return FittedGenerator(self, state, tuple(spends))
+
+    def _fit(self, real: np.ndarray, noise: NoiseSource) -> tuple[Any, list[PlannedSpend]]:
+        return self._fit_counts(self.cell_counts(real), noise)

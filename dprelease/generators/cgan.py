@@ -83,4 +83,4 @@ class DPCGAN(DPGAN):
     def _noisy_labels(self, real: np.ndarray, noise: NoiseSource) -> np.ndarray:
         assert self.target is not None
         counts = cell_counts(public_cells(self.target, 1), real)
-        return normalise(np.clip(counts + noise.laplace(self.label_scale, counts.shape), 0, None))
+        return normalise(np.clip(noise.add_laplace(counts, self.label_scale, counts=True), 0, None))

@@ -1,6 +1,6 @@
 """The discretised public domain of a schema column, shared by the histogram generators.
 
-Every column has a finite set of public cells (PRIVACY_MODEL.md section 2): its categories
+Every column has a finite set of public cells (docs/privacy-model.md section 2): its categories
 (plus "missing" for a nullable column), or, for a numeric column, bins with public edges
 (equal-width bins of the [0, 1]-scaled value; an integer column with at most `bins` values
 gets one bin per value), plus a "missing" cell when nullable. Nothing here reads bounds or
@@ -10,7 +10,7 @@ categories from the data: the edges depend only on the schema and `bins`.
 of each column, which is what the histogram sensitivities count); `write_cells` maps cells
 back to encoded values (a numeric bin draws a value uniform in the bin). `marginal_tvd` is an
 evaluation metric for tests and benchmarks only; it reads the real table without privacy, so
-its output never goes into a release (PRIVACY_MODEL.md section 8).
+its output never goes into a release (docs/privacy-model.md section 8).
 """
 
 from __future__ import annotations

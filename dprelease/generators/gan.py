@@ -10,14 +10,14 @@ Model. A generator G maps latent noise (and, for DP-CGAN, a one-hot label of the
 A discriminator D outputs D(x) = sigmoid(f(x)) = P(real | x) and is trained with the binary
 cross-entropy; G with the non-saturating loss -log D(G(z)). Deviation from Xie et al., who
 train a Wasserstein critic with weight clipping: a critic has no probability, and the
-`discriminator` weights need logit D(x) = log w(x) + const (PRIVACY_MODEL.md section 5; paper
+`discriminator` weights need logit D(x) = log w(x) + const (docs/privacy-model.md section 5; paper
 section 3.5). DP-CGAN's D sees the label inside the encoded row (the target's one-hot block),
 which is the concatenation of Torkzadehmahani et al. Synthetic rows come from an exponential
 moving average of G's weights over the training steps (Yazici et al. 2019), which steadies
 short DP runs; D was trained against the current G of each step, so logit D(x) estimates the
 log density ratio against G's recent outputs, which the average tracks.
 
-Privacy (PRIVACY_MODEL.md sections 4, 6). Only D reads real rows, and only D's updates are
+Privacy (docs/privacy-model.md sections 4, 6). Only D reads real rows, and only D's updates are
 privatised; G is trained from D's DP outputs and public noise (post-processing). Each of the
 T = `steps` discriminator steps (Abadi et al. 2016, with Opacus parts):
 
@@ -50,7 +50,7 @@ spent). Opacus' `ModuleValidator` checks D has no batch normalisation.
 
 DP-CGAN (`cgan.py`) also releases a DP label distribution: a second ledger entry.
 
-Randomness (PRIVACY_MODEL.md section 9). Poisson sampling, the gradient noise and the fake
+Randomness (docs/privacy-model.md section 9). Poisson sampling, the gradient noise and the fake
 batches use torch generators seeded with 63 bits of OS entropy (`secrets`), never a user seed.
 `NoiseSource(secure=True)` turns on `DPOptimizer`'s secure mode (sums of 2n = 4 Gaussian
 draws against floating-point attacks, Holohan and Braghin 2021); Opacus' cryptographic RNG
@@ -61,9 +61,10 @@ Opacus' optimizer for DP-SGD (never OpenDP). The user `seed` fixes only the init
 Sampling is post-processing: `sample(n, rng)` derives a torch generator from `rng`, so it is
 reproducible given the seed.
 
-Saving: `save(directory)` writes the two state dicts (`torch.save` of tensors only; read back
-with `weights_only=True`) and a small JSON of the architecture, budget, options and the DP
-label distribution; `load(directory, encoder)` rebuilds the fitted generator. No pickle.
+Saving: `save(fitted, directory)` writes the two state dicts (`torch.save` of tensors only;
+read back with `weights_only=True`) and a small JSON of the architecture, budget, options and
+the DP label distribution; `load(directory, encoder)` rebuilds the `FittedGenerator`. No
+pickle.
 """
 
 from __future__ import annotations
@@ -72,6 +73,7 @@ import json
 import math
 import secrets
 from dataclasses import asdict, dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -79,7 +81,7 @@ import numpy as np
 
 from dprelease.encoding import EncodedColumn, Encoder
 from dprelease.errors import InputError
-from dprelease.generators.base import Discriminator, Generator
+from dprelease.generators.base import Discriminator, FittedGenerator, Generator
 from dprelease.generators.gan_steps import default_steps
 from dprelease.privacy.accounting import NEIGHBOURING, PlannedSpend
 from dprelease.privacy.calibration import (
@@ -99,6 +101,16 @@ ACCOUNTANT_TOLERANCE = 0.02  # reported epsilon in [(1 - tol) target, target]
 STATE_FILE = "gan_state.pt"
 ARCHITECTURE_FILE = "gan.json"
 FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class GANState:
+    """A fitted DP-GAN: the averaged generator network, the DP-trained discriminator and
+    DP-CGAN's DP label distribution (None for DP-GAN)."""
+
+    generator: TabularGenerator
+    discriminator: torch.nn.Module
+    labels: np.ndarray | None
 
 
 @dataclass(frozen=True)
@@ -179,10 +191,6 @@ class DPGAN(Generator):
         )
         self.epsilon_reported = dpsgd_epsilon(self.noise_multiplier, delta, self.sample_rate, steps)
         _check_reported(self.epsilon_reported, self.dpsgd_target)
-        self.label_probabilities: np.ndarray | None = None
-        self.fit_record: dict[str, Any] = {}
-        self._generator_net: TabularGenerator | None = None
-        self._discriminator_net: torch.nn.Module | None = None
 
     def _condition_column(self) -> EncodedColumn | None:
         return None
@@ -237,10 +245,10 @@ class DPGAN(Generator):
     def _label_spends(self) -> list[PlannedSpend]:
         return []
 
-    def _fit(self, real: np.ndarray, noise: NoiseSource) -> list[PlannedSpend]:
+    def _fit(self, real: np.ndarray, noise: NoiseSource) -> tuple[GANState, list[PlannedSpend]]:
         from dprelease.generators.tabular_nets import DPSGDPlan, train_dpsgd
 
-        self.label_probabilities = self._noisy_labels(real, noise)
+        labels = self._noisy_labels(real, noise)
         generator, discriminator = self.build_networks()
         plan = DPSGDPlan(
             noise_multiplier=self.noise_multiplier,
@@ -257,19 +265,19 @@ class DPGAN(Generator):
             label=f"{self.name} DP-SGD",
         )
         features = self.feature_map()(real)
-        averaged, self.fit_record = train_dpsgd(
-            generator, discriminator, features, self.conditions, plan
+        averaged, fit_record = train_dpsgd(
+            generator, discriminator, features, partial(self.conditions, labels), plan
         )
-        _check_reported(self.fit_record["opacus_epsilon"], self.dpsgd_target)
-        self._generator_net, self._discriminator_net = averaged, discriminator
+        _check_reported(fit_record["opacus_epsilon"], self.dpsgd_target)
         # What was really drawn: the label histogram's Laplace noise from `noise`, DP-SGD's
         # from Opacus' optimizer (`fit_record["noise_source"]`).
-        *labels, dpsgd = self.planned_spends()
+        *label_spends, dpsgd = self.planned_spends()
         source = {"noise_source": noise.kind}
-        return [
-            *(replace(spend, params=spend.params | source) for spend in labels),
-            replace(dpsgd, params=dpsgd.params | self.fit_record),
+        spends = [
+            *(replace(spend, params=spend.params | source) for spend in label_spends),
+            replace(dpsgd, params=dpsgd.params | fit_record),
         ]
+        return GANState(averaged, discriminator, labels), spends
 
     def _noisy_labels(self, real: np.ndarray, noise: NoiseSource) -> np.ndarray | None:
         return None
@@ -293,48 +301,46 @@ class DPGAN(Generator):
             discriminator = nets.discriminator_net(features, hidden)
         return generator, discriminator
 
-    def conditions(self, n: int, generator: torch.Generator) -> torch.Tensor | None:
-        """One-hot labels drawn from the DP label distribution (None when unconditional)."""
+    @staticmethod
+    def conditions(
+        labels: np.ndarray | None, n: int, generator: torch.Generator
+    ) -> torch.Tensor | None:
+        """One-hot labels drawn from the DP label distribution `labels` (None when
+        unconditional)."""
         import torch
 
-        if self.label_probabilities is None:
+        if labels is None:
             return None
-        probabilities = torch.as_tensor(self.label_probabilities, dtype=torch.float32)
+        probabilities = torch.as_tensor(labels, dtype=torch.float32)
         labels = torch.multinomial(probabilities, n, replacement=True, generator=generator)
         return torch.nn.functional.one_hot(labels, len(probabilities)).float()
 
-    def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
+    def _sample(self, state: GANState, n: int, rng: np.random.Generator) -> np.ndarray:
         import torch
 
-        assert self._generator_net is not None
         generator = torch.Generator().manual_seed(int(rng.integers(2**63)))
-        self._generator_net.eval()
+        state.generator.eval()
         with torch.no_grad():
-            rows = self._generator_net.sample(n, self.conditions(n, generator), generator)
+            rows = state.generator.sample(n, self.conditions(state.labels, n, generator), generator)
         return rows[:, : self.encoder.width].double().numpy()
 
-    @property
-    def discriminator(self) -> Discriminator:
+    def discriminator_of(self, state: GANState) -> Discriminator:
         from dprelease.generators.tabular_nets import DiscriminatorLogit
 
-        if self._discriminator_net is None:
-            raise RuntimeError(f"{self.name}: fit (or load) before using the discriminator")
-        return DiscriminatorLogit(self._discriminator_net, self.feature_map())
+        return DiscriminatorLogit(state.discriminator, self.feature_map())
 
-    def save(self, directory: str | Path) -> None:
-        """Write the fitted state: torch state dicts plus a JSON of the architecture."""
+    def save(self, fitted: FittedGenerator, directory: str | Path) -> None:
+        """Write a fitted state: torch state dicts plus a JSON of the architecture."""
         import torch
 
-        if self._generator_net is None or self._discriminator_net is None:
-            raise RuntimeError(f"{self.name}: fit before saving")
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         state = {
-            "generator": self._generator_net.state_dict(),
-            "discriminator": self._discriminator_net.state_dict(),
+            "generator": fitted.state.generator.state_dict(),
+            "discriminator": fitted.state.discriminator.state_dict(),
         }
         torch.save(state, directory / STATE_FILE)
-        labels = self.label_probabilities
+        labels = fitted.state.labels
         architecture = {
             "format": FORMAT_VERSION,
             "generator": self.name,
@@ -347,8 +353,9 @@ class DPGAN(Generator):
         (directory / ARCHITECTURE_FILE).write_text(json.dumps(architecture, indent=2) + "\n")
 
     @classmethod
-    def load(cls, directory: str | Path, encoder: Encoder) -> DPGAN:
-        """Rebuild a fitted generator saved by `save` (for the same schema encoding)."""
+    def load(cls, directory: str | Path, encoder: Encoder) -> FittedGenerator:
+        """Rebuild a fitted generator saved by `save` (for the same schema encoding); it
+        carries the plan's spends, not what the original fit recorded."""
         import torch
 
         directory = Path(directory)
@@ -366,11 +373,11 @@ class DPGAN(Generator):
         generator, discriminator = gan.build_networks()
         generator.load_state_dict(state["generator"])
         discriminator.load_state_dict(state["discriminator"])
-        gan._generator_net, gan._discriminator_net = generator, discriminator
         labels = architecture["label_probabilities"]
-        gan.label_probabilities = None if labels is None else np.asarray(labels, dtype=float)
-        gan._fitted = True
-        return gan
+        labels = None if labels is None else np.asarray(labels, dtype=float)
+        return FittedGenerator(
+            gan, GANState(generator, discriminator, labels), tuple(gan.planned_spends())
+        )
 
 
 def _check_reported(reported: float, target: float) -> None:

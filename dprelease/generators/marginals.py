@@ -5,7 +5,7 @@ schema's categories (plus "missing" for a nullable column), or, for a numeric co
 with public edges (equal-width bins of the [0, 1]-scaled value; an integer column with at
 most `bins` values gets one bin per value), plus a "missing" cell when nullable.
 
-Privacy (PRIVACY_MODEL.md section 6): adding or removing one row changes exactly one cell of
+Privacy (docs/privacy-model.md section 6): adding or removing one row changes exactly one cell of
 each of the k column histograms by 1, so the vector of all cells has L1 sensitivity k.
 Laplace noise of scale k / epsilon on EVERY cell of the public domain, empty cells included,
 gives pure epsilon-DP (Dwork et al. 2006). Negative noisy counts are clipped to 0 and each
@@ -18,10 +18,13 @@ the bin. Dependencies between columns are not kept; that is what PrivBayes and t
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+
 import numpy as np
 
 from dprelease.encoding import Encoder
-from dprelease.generators.base import Generator
+from dprelease.generators.base import CountsGenerator, Measurement
 from dprelease.generators.domain import cell_counts, normalise, public_cells, write_cells
 from dprelease.privacy.accounting import PlannedSpend
 from dprelease.privacy.calibration import laplace_scale
@@ -31,7 +34,15 @@ from dprelease.privacy.noise import NoiseSource
 DEFAULT_BINS = 32
 
 
-class IndependentMarginals(Generator):
+@dataclass(frozen=True)
+class Histograms:
+    """The fitted state: each column's sampling probabilities and its noisy total."""
+
+    probabilities: list[np.ndarray]
+    totals: list[float]
+
+
+class IndependentMarginals(CountsGenerator):
     """One noisy histogram per column over the public domain (pure epsilon-DP)."""
 
     name = "marginals"
@@ -46,7 +57,6 @@ class IndependentMarginals(Generator):
         self.cells = [public_cells(column, bins) for column in encoder.columns]
         self.sensitivity = float(len(self.cells))
         self.scale = laplace_scale(self.sensitivity, epsilon)
-        self.probabilities: list[np.ndarray] = []
 
     def config(self) -> dict:
         return {
@@ -76,26 +86,25 @@ class IndependentMarginals(Generator):
         """Exact counts of every public cell of every column (the mechanism's query)."""
         return [cell_counts(cells, real) for cells in self.cells]
 
-    def _fit(self, real: np.ndarray, noise: NoiseSource) -> list[PlannedSpend]:
-        return self._noisy_fit(self.cell_counts(real), noise)
+    def _fit_counts(
+        self, counts: list[np.ndarray], noise: NoiseSource
+    ) -> tuple[Histograms, list[PlannedSpend]]:
+        """The noisy histogram of every column: its sampling probabilities (negative noisy
+        counts clipped, normalised) and its noisy total."""
+        noisy = [noise.add_laplace(c, self.scale, counts=True) for c in counts]
+        probabilities = [normalise(np.clip(c, 0.0, None)) for c in noisy]
+        state = Histograms(probabilities, [float(c.sum()) for c in noisy])
+        return state, self.planned_spends()
 
-    def fit_counts(self, counts: list[np.ndarray], noise: NoiseSource) -> list[PlannedSpend]:
-        """Fit from exact cell counts summed outside (chunk by chunk, or reduced over Dask
-        partitions): the same query as `cell_counts(real)`, so the same noise, drawn once."""
-        if [c.shape for c in counts] != [(cells.size,) for cells in self.cells]:
-            raise ValueError("counts do not match the public cells of the columns")
-        spends = self._noisy_fit(counts, noise)
-        self._fitted = True
-        return spends
-
-    def _noisy_fit(self, counts: list[np.ndarray], noise: NoiseSource) -> list[PlannedSpend]:
-        self.probabilities = [
-            normalise(np.clip(c + noise.laplace(self.scale, c.shape), 0.0, None)) for c in counts
+    def measurements_of(self, state: Histograms) -> list[Measurement]:
+        std = self.scale * math.sqrt(2.0)
+        return [
+            Measurement((cells.column.name,), cells.size, "laplace", std, total)
+            for cells, total in zip(self.cells, state.totals, strict=True)
         ]
-        return self.planned_spends()
 
-    def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
+    def _sample(self, state: Histograms, n: int, rng: np.random.Generator) -> np.ndarray:
         out = np.zeros((n, self.encoder.width))
-        for cells, probabilities in zip(self.cells, self.probabilities, strict=True):
+        for cells, probabilities in zip(self.cells, state.probabilities, strict=True):
             write_cells(out, cells, rng.choice(cells.size, size=n, p=probabilities), rng)
         return out

@@ -8,7 +8,7 @@ measurement does not help. Both fit a Markov random field to the noisy marginals
 descent, Private-PGM) and sample from it. We use OpenDP's implementation
 (`opendp.extras.mbi.AIM` / `MST` through `Context.query().contingency_table`), not a rewrite.
 
-Domain (PRIVACY_MODEL.md section 2). Every column is discretised into its public cells
+Domain (docs/privacy-model.md section 2). Every column is discretised into its public cells
 (`domain.public_cells`: the schema's categories; a numeric column in `bins` equal-width bins of
 its schema bounds, one cell per value for small integer ranges, plus a "missing" cell when
 nullable). OpenDP sees one integer column per schema column holding the cell index, with
@@ -18,7 +18,7 @@ its noisy count is measured like any other cell, and rows drawn in a null cell a
 sampling (post-processing; their probability is the noise's, close to 0).
 
 Privacy. OpenDP measures under its `SymmetricDistance` with `contributions=1`: adding or removing
-one row, our relation (PRIVACY_MODEL.md section 1). The whole fit is rho-zCDP (Bun and Steinke
+one row, our relation (docs/privacy-model.md section 1). The whole fit is rho-zCDP (Bun and Steinke
 2016) by OpenDP's own privacy maps and its compositor, which refuses to spend more than rho.
 rho is calibrated at construction, before any data is read, from the generator's
 (epsilon, delta) with OpenDP's conversion: the largest rho whose zCDP-to-approximate-DP
@@ -29,7 +29,7 @@ mechanism is not pure epsilon-DP: delta = 0 is refused. The row count never ente
 calibration: OpenDP estimates the table's total from noisy counts, and we synthesise exactly the
 public N_G rows.
 
-Randomness (PRIVACY_MODEL.md section 9). OpenDP draws all DP noise (the noisy marginals and the
+Randomness (docs/privacy-model.md section 9). OpenDP draws all DP noise (the noisy marginals and the
 selections' noisy max) inside its Rust core from OpenSSL's `RAND_bytes` (the PyPI wheel is built
 with `use-openssl`; `fill_bytes` in OpenDP's samplers), a CSPRNG seeded from OS entropy that no
 Python seed reaches. The `NoiseSource` given to `fit` is therefore not used by these
@@ -55,7 +55,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from dprelease.encoding import Encoder
-from dprelease.generators.base import Generator
+from dprelease.generators.base import Generator, Measurement
 from dprelease.generators.domain import cell_index, public_cells, write_cells
 from dprelease.privacy.accounting import PlannedSpend
 from dprelease.privacy.mechanisms import ZCDP
@@ -221,7 +221,6 @@ class _OpenDPMarginalGenerator(Generator):
         self.cells = [public_cells(column, bins) for column in encoder.columns]
         self.names = [f"c{i}" for i in range(len(self.cells))]
         self.rho, self.spent_epsilon = zcdp_rho(epsilon, delta)
-        self.table: Any = None
 
     def algorithm_options(self) -> dict:
         """Public options of the OpenDP algorithm (recorded in the configuration)."""
@@ -261,7 +260,8 @@ class _OpenDPMarginalGenerator(Generator):
             )
         ]
 
-    def _fit(self, real: np.ndarray, noise: NoiseSource) -> list[PlannedSpend]:
+    def _fit(self, real: np.ndarray, noise: NoiseSource) -> tuple[Any, list[PlannedSpend]]:
+        """OpenDP's ContingencyTable (the fitted model) and the spend."""
         import polars as pl
         from tqdm.auto import tqdm
 
@@ -278,26 +278,38 @@ class _OpenDPMarginalGenerator(Generator):
         bar = tqdm(desc=f"{self.name} model fits", unit="fit", disable=not self.progress)
         try:
             algorithm = self.make_algorithm(counted_estimator(self.iters, bar.update))
-            self.table = fit_contingency_table(frame, self.rho, algorithm, keys=keys)
+            table = fit_contingency_table(frame, self.rho, algorithm, keys=keys)
         finally:
             bar.close()
         del frame
-        return self.planned_spends()
+        return table, self.planned_spends()
 
-    def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
-        chosen = self._draw_cells(n, rng)
+    def measurements_of(self, state: Any) -> list[Measurement]:
+        """OpenDP's Gaussian measurements of the fitted model's marginals (their cliques,
+        standard deviations and noisy counts)."""
+        names = dict(zip(self.names, (c.column.name for c in self.cells), strict=True))
+        out = []
+        for measured in state.marginals.flatten():
+            noisy = np.asarray(measured.noisy_measurement, dtype=float)
+            columns = tuple(names[name] for name in measured.clique)
+            std = float(measured.stddev)
+            out.append(Measurement(columns, noisy.size, "gaussian", std, float(noisy.sum())))
+        return out
+
+    def _sample(self, state: Any, n: int, rng: np.random.Generator) -> np.ndarray:
+        chosen = self._draw_cells(state, n, rng)
         out = np.zeros((n, self.encoder.width))
         for position, cells in enumerate(self.cells):
             write_cells(out, cells, chosen[:, position], rng)
         return out
 
-    def _draw_cells(self, n: int, rng: np.random.Generator) -> np.ndarray:
+    def _draw_cells(self, table: Any, n: int, rng: np.random.Generator) -> np.ndarray:
         """n rows of cell indices from the model, rejecting rows in a null (non-schema) cell."""
         sizes = np.array([cells.size for cells in self.cells])
         batches, have = [], 0
         for _ in range(MAX_REJECTION_PASSES):
             with _seeded_global_numpy(rng):
-                frame = self.table.model.synthetic_data(n - have, method="sample").df
+                frame = table.model.synthetic_data(n - have, method="sample").df
             drawn = frame[self.names].to_numpy().astype(np.int64)
             drawn = drawn[(drawn < sizes).all(axis=1)]
             batches.append(drawn)

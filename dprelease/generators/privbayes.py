@@ -15,15 +15,15 @@ exponential mechanism (McSherry and Talwar 2007) at epsilon_1 / (d - 1), epsilon
 
 c the cell counts of the real table and n their total. Deviation from the paper, and why: the
 paper's sensitivities (for mutual information and for R) are for substitution neighbours with
-a known n, and they grow without bound as n shrinks; under add/remove-one (PRIVACY_MODEL.md
+a known n, and they grow without bound as n shrinks; under add/remove-one (docs/privacy-model.md
 section 1) n is private and may be anything. In count units the sensitivity is bounded without
 n: adding a row changes sum |c' - c| by 1, and the table of products c(x) c(p) / n, whose
 entries sum to n, moves in L1 by at most n/(n+1) + (2n + 1)/(n + 1) < 3 (expand
 (c(x) + a_x)(c(p) + b_p)/(n + 1) - c(x) c(p)/n with one-hot a, b), so |S(D') - S(D)| <= (1 + 3)/2
 = 2 =: Delta_S for every n (n = 0 included, S = 0 there). The mechanism picks j with
-probability proportional to exp(epsilon_1 / (d - 1) * S_j / (2 Delta_S)); it is sampled by the
-Gumbel-max trick, argmax_j (epsilon_1 / (d - 1) * S_j / (2 Delta_S) + G_j) with G_j = -log E_j,
-E_j ~ Exp(1) = |Laplace(0, 1)| drawn from the `NoiseSource` (OS entropy or OpenDP). When
+probability proportional to exp(epsilon_1 / (d - 1) * S_j / (2 Delta_S)), sampled by the
+`NoiseSource` (`noisy_max`: Gumbel-max from OS entropy; with --secure-noise OpenDP's report
+noisy max with exponential noise at the same epsilon, applied to the scores). When
 d <= k + 1 the network is the full joint whatever the order: no structure is learnt and all
 of epsilon goes to the table.
 
@@ -64,7 +64,7 @@ import numpy as np
 
 from dprelease.encoding import Encoder
 from dprelease.errors import InputError
-from dprelease.generators.base import Generator
+from dprelease.generators.base import Generator, Measurement
 from dprelease.generators.domain import cell_index, normalise, public_cells, write_cells
 from dprelease.privacy.accounting import PlannedSpend
 from dprelease.privacy.calibration import laplace_scale
@@ -84,6 +84,16 @@ class NoisyTable:
 
     attrs: tuple[int, ...]
     probabilities: np.ndarray  # shape: the cell counts of attrs, in that order
+    noisy_total: float  # sum of the noisy counts (a DP estimate of the row count)
+
+
+@dataclass(frozen=True)
+class Network:
+    """The fitted (DP) Bayesian network: sampling order, parent sets and noisy tables."""
+
+    order: list[int]
+    parents: list[tuple[int, ...]]
+    tables: list[NoisyTable]
 
 
 class PrivBayes(Generator):
@@ -128,9 +138,6 @@ class PrivBayes(Generator):
         self.table_epsilon = epsilon - self.structure_epsilon
         self.n_tables = max(1, d - degree)
         self.table_scale = laplace_scale(float(self.n_tables), self.table_epsilon)
-        self.order: list[int] = []
-        self.parents: list[tuple[int, ...]] = []
-        self.tables: list[NoisyTable] = []
 
     def config(self) -> dict:
         return {
@@ -142,13 +149,12 @@ class PrivBayes(Generator):
             "cells_per_column": {c.column.name: c.size for c in self.cells},
         }
 
-    @property
-    def network(self) -> list[tuple[str, tuple[str, ...]]]:
-        """(child, parents) by column name, in sampling order (a DP output once fitted)."""
+    def named(self, network: Network) -> list[tuple[str, tuple[str, ...]]]:
+        """(child, parents) by column name, in sampling order (a DP output)."""
         names = [c.column.name for c in self.cells]
         return [
             (names[child], tuple(names[p] for p in parents))
-            for child, parents in zip(self.order, self.parents, strict=True)
+            for child, parents in zip(network.order, network.parents, strict=True)
         ]
 
     def planned_spends(self) -> list[PlannedSpend]:
@@ -188,20 +194,20 @@ class PrivBayes(Generator):
         )
         return spends
 
-    def _fit(self, real: np.ndarray, noise: NoiseSource) -> list[PlannedSpend]:
+    def _fit(self, real: np.ndarray, noise: NoiseSource) -> tuple[Network, list[PlannedSpend]]:
         cells = np.stack([cell_index(c, real) for c in self.cells], axis=1)
         if self.learns_structure:
-            self.order, self.parents = self._greedy_bayes(cells, noise)
+            order, parents = self._greedy_bayes(cells, noise)
         else:
-            self.order = list(range(len(self.cells)))
-            self.parents = [tuple(self.order[:i]) for i in range(len(self.order))]
+            order = list(range(len(self.cells)))
+            parents = [tuple(order[:i]) for i in range(len(order))]
         k = self.degree
-        table_attrs = [tuple(self.order[: k + 1])] + [
-            (child, *parents)
-            for child, parents in zip(self.order[k + 1 :], self.parents[k + 1 :], strict=True)
+        table_attrs = [tuple(order[: k + 1])] + [
+            (child, *parent_set)
+            for child, parent_set in zip(order[k + 1 :], parents[k + 1 :], strict=True)
         ]
-        self.tables = [self._noisy_table(attrs, cells, noise) for attrs in table_attrs]
-        return self.planned_spends()
+        tables = [self._noisy_table(attrs, cells, noise) for attrs in table_attrs]
+        return Network(order, parents, tables), self.planned_spends()
 
     def _shape(self, attrs: tuple[int, ...]) -> tuple[int, ...]:
         return tuple(self.cells[a].size for a in attrs)
@@ -215,9 +221,18 @@ class PrivBayes(Generator):
     def _noisy_table(
         self, attrs: tuple[int, ...], cells: np.ndarray, noise: NoiseSource
     ) -> NoisyTable:
-        counts = self._counts(attrs, cells)
-        noisy = counts + noise.laplace(self.table_scale, counts.shape)
-        return NoisyTable(attrs, normalise(np.clip(noisy, 0.0, None)))
+        noisy = noise.add_laplace(self._counts(attrs, cells), self.table_scale, counts=True)
+        return NoisyTable(attrs, normalise(np.clip(noisy, 0.0, None)), float(noisy.sum()))
+
+    def measurements_of(self, state: Network) -> list[Measurement]:
+        names, std = [c.column.name for c in self.cells], self.table_scale * math.sqrt(2.0)
+        return [
+            Measurement(
+                tuple(names[a] for a in table.attrs), table.probabilities.size, "laplace", std,
+                table.noisy_total,
+            )  # fmt: skip
+            for table in state.tables
+        ]
 
     def _greedy_bayes(
         self, cells: np.ndarray, noise: NoiseSource
@@ -234,7 +249,7 @@ class PrivBayes(Generator):
                 for parent_set in combinations(order, min(self.degree, len(order)))
             ]
             scores = np.array([self._score(c, p, cells) for c, p in candidates])
-            child, parent_set = candidates[exponential_mechanism(scores, epsilon_step, noise)]
+            child, parent_set = candidates[noise.noisy_max(scores, epsilon_step, SCORE_SENSITIVITY)]
             order.append(child)
             parents.append(parent_set)
         return order, parents
@@ -248,15 +263,15 @@ class PrivBayes(Generator):
         product = np.outer(counts.sum(axis=1), counts.sum(axis=0)) / n
         return 0.5 * float(np.abs(counts - product).sum())
 
-    def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
+    def _sample(self, state: Network, n: int, rng: np.random.Generator) -> np.ndarray:
         chosen = np.zeros((n, len(self.cells)), dtype=np.int64)
-        first = self.tables[0]
+        first = state.tables[0]
         flat = rng.choice(first.probabilities.size, size=n, p=first.probabilities.ravel())
         for attr, index in zip(
             first.attrs, np.unravel_index(flat, first.probabilities.shape), strict=True
         ):
             chosen[:, attr] = index
-        for table in self.tables[1:]:
+        for table in state.tables[1:]:
             child, parents = table.attrs[0], table.attrs[1:]
             joint = table.probabilities.reshape(self.cells[child].size, -1)
             mass = joint.sum(axis=0)
@@ -273,14 +288,3 @@ class PrivBayes(Generator):
             write_cells(out, cells, chosen[:, position], rng)
         return out
 
-
-def exponential_mechanism(scores: np.ndarray, epsilon: float, noise: NoiseSource) -> int:
-    """Index j drawn with probability proportional to exp(epsilon S_j / (2 Delta_S)).
-
-    Gumbel-max: argmax_j (epsilon S_j / (2 Delta_S) + G_j), G_j = -log|Laplace(0, 1)| is a
-    standard Gumbel variable (|Laplace(0, 1)| is Exp(1)).
-    """
-    exponential = np.abs(noise.laplace(1.0, len(scores)))
-    with np.errstate(divide="ignore"):
-        gumbel = -np.log(exponential)
-    return int(np.argmax(epsilon * scores / (2 * SCORE_SENSITIVITY) + gumbel))

@@ -1,8 +1,8 @@
 """Chunked counting on Dask DataFrames, for a real table larger than one machine.
 
 `dask_cell_counts` reads the Parquet input with `dask.dataframe.read_parquet`; each partition
-is validated, clipped and encoded by the same code as a chunk of `dprelease.streaming`
-(`check_chunk`, `Encoder.encode`), and counted with the generator's own query
+is validated, clipped and encoded by the same code as a chunk of `dprelease.io.stream`
+(`io.validate.check_chunk`, `Encoder.encode`), and counted with the generator's own query
 (`cell_counts`). The exact per-partition counts are summed by a tree reduction and only the
 sum comes back; the noise is then drawn ONCE, on the reduced counts, by the caller
 (`IndependentMarginals.fit_counts`), never per partition: per-partition noise would be a
@@ -25,9 +25,11 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
+from dprelease.config import InvalidRows
 from dprelease.encoding import Encoder
 from dprelease.errors import InputError
-from dprelease.streaming import StreamingInput, check_chunk
+from dprelease.io.stream import NO_ROWS, StreamingInput
+from dprelease.io.validate import check_chunk
 
 Counts = list[np.ndarray]
 
@@ -42,10 +44,7 @@ def partition_counts(
     import pyarrow as pa
 
     batch = pa.RecordBatch.from_pandas(frame[list(source.schema.columns)], preserve_index=False)
-    table = check_chunk(
-        batch, source.schema, source.path, source.on_out_of_bounds, source.on_invalid_rows
-    )
-    return count(encoder.encode(table))
+    return count(encoder.encode(check_chunk(batch, source.schema, source.name, source.policy)))
 
 
 def _add(parts: list[Counts]) -> Counts:
@@ -63,7 +62,7 @@ def dask_cell_counts(
     import dask.dataframe as dd
 
     source.open_checked()  # column set, readable Parquet: clean errors before any task
-    frame = dd.read_parquet(source.path, columns=list(source.schema.columns))
+    frame = dd.read_parquet(source.source, columns=list(source.schema.columns))
     parts = [
         dask.delayed(partition_counts)(part, source, encoder, count) for part in frame.to_delayed()
     ]
@@ -71,8 +70,6 @@ def dask_cell_counts(
     while len(parts) > 1:  # a tree of pairwise sums: the client receives one result
         parts = [dask.delayed(_add)(parts[i : i + 2]) for i in range(0, len(parts), 2)]
     totals = _add([empty, dask.compute(parts[0])[0]]) if parts else empty
-    if source.on_invalid_rows == "refuse" and totals[0].sum() == 0:
-        raise InputError(
-            f"{source.path}: the table has no rows (--on-invalid-rows drop releases it anyway)"
-        )
+    if source.policy.on_invalid_rows == InvalidRows.refuse and totals[0].sum() == 0:
+        raise InputError(f"{source.name}: {NO_ROWS}")
     return totals

@@ -1,207 +1,185 @@
-"""Load the real table and validate it against the public schema.
+"""The one validator of tables against the public schema: the real table, chunk by chunk
+(in memory or streamed), and the synthetic table before it is published.
 
-Steps (`load_validated`):
-1. Read CSV (UTF-8; empty cells and pandas' default NA markers are missing values) or
-   Parquet.
-2. Parse every schema column with its schema type. Numbers that do not parse, or
-   non-integers in an integer column, are type errors.
-3. Great Expectations (GX Core 1.x, ephemeral context) runs a suite built from the schema
-   alone: the column set, not-null unless nullable, numeric values within the bounds,
-   categories in the set. Results are requested as ``BOOLEAN_ONLY``: pass/fail per
-   expectation, no values, no counts.
-4. Rows with an invalid value (a missing value in a non-nullable column, an unknown category,
-   a non-number or non-integer in a numeric column) refuse the whole table by default
-   (``on_invalid_rows="refuse"``: a curator wants to know). With ``on_invalid_rows="drop"``
-   they are dropped instead, and an empty table is accepted: dropping a row depends on that
-   row alone, a stable transformation (McSherry 2009) that adds no privacy cost, so it is part
-   of the mechanism; then whether a release appears no longer depends on one row. Recommended
-   for scheduled deployments.
-5. Out-of-bounds numbers are clipped to the bounds (clipping is part of every mechanism,
-   PRIVACY_MODEL.md section 2) or refused with ``on_out_of_bounds="reject"``.
+Rules (`check_chunk`, applied to each record batch of the input):
+- the column set: every schema column present; extra columns refused unless
+  `drop_extra_columns` (`column_set_problems`);
+- a value in every non-nullable column; numbers that parse as numbers (integers in integer
+  columns); categories in the schema's set (values matched as text: strings as they are,
+  integers in decimal);
+- numbers outside the bounds are clipped to them (clipping is part of every mechanism,
+  docs/privacy-model.md section 2) or refused (`on_out_of_bounds="reject"`);
+- with `on_invalid_rows="refuse"` (the default) any invalid row refuses the table; with
+  `"drop"` a row with an invalid value (missing where not nullable, unknown category,
+  non-number, non-integer) is dropped on its own values alone: a stable transformation
+  (McSherry 2009) that adds no privacy cost and makes the release independent of any one row.
+The rules are vectorised pyarrow/numpy code (a Great Expectations suite cost seconds per
+million rows, and the rules are simple enough to state directly).
 
-Every refusal is an `InputError` that names the file, the column and the kind of problem,
-and nothing else: no offending values, no counts. Those messages can travel into Prefect
-states and logs, which must stay free of real data (PRIVACY_MODEL.md section 8).
-
-The same suite validates the synthetic table before it is published (`validate_synthetic`).
+Every refusal is an `InputError` naming the file, the column and the kind of problem, never
+values, row numbers or counts: messages can travel into Prefect states and logs, which must
+stay free of real data (docs/privacy-model.md section 8).
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
-from functools import cache
-from pathlib import Path
-from typing import Literal
 
 import numpy as np
 import pandas as pd
 
+from dprelease.config import InputPolicy, InvalidRows, OutOfBounds
 from dprelease.encoding import Encoder, column_dtypes
 from dprelease.errors import InputError
 from dprelease.schema import CategoricalColumn, IntegerColumn, Schema
 
-OutOfBounds = Literal["clip", "reject"]
-InvalidRows = Literal["refuse", "drop"]
+MISSING = "has missing values but the schema does not mark it nullable"
+STRICT = InputPolicy(on_out_of_bounds=OutOfBounds.reject)  # for the synthetic table
 
 
-@dataclass(frozen=True)
-class ExpectationOutcome:
-    """Pass/fail of one expectation: safe to persist (no values, no counts)."""
+@dataclass
+class _Column:
+    """One column of a chunk after parsing: values, validity of each row, and problems."""
 
-    expectation: str
-    column: str | None
-    success: bool
-
-
-@dataclass(frozen=True)
-class ValidatedTable:
-    """A real table that satisfies the schema, and the pass/fail of every expectation."""
-
-    table: pd.DataFrame
-    outcomes: tuple[ExpectationOutcome, ...]
+    values: np.ndarray  # float64 numbers (NaN: missing) or category codes (-1: missing/unknown)
+    present: np.ndarray  # the raw value is not missing
+    row_ok: np.ndarray  # the row's value is acceptable on its own
+    type_problem: str | None = None
 
 
-def read_table(path: str | Path) -> pd.DataFrame:
-    """Read a CSV or Parquet file; CSV values stay strings until `parse_columns`."""
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(f"{path}: input file not found")
-    suffix = path.suffix.lower()
-    try:
-        if suffix == ".csv":
-            return pd.read_csv(path, dtype=str, encoding="utf-8", encoding_errors="strict")
-        if suffix in {".parquet", ".pq"}:
-            import pyarrow.parquet as pq
-
-            return pq.read_table(path).to_pandas()
-    except UnicodeDecodeError:
-        raise InputError(f"{path}: the file is not UTF-8 encoded text") from None
-    except pd.errors.EmptyDataError:
-        raise InputError(f"{path}: the file is empty") from None
-    except (pd.errors.ParserError, OSError, ValueError) as error:
-        raise InputError(f"{path}: cannot read the file ({type(error).__name__})") from None
-    raise InputError(f"{path}: unsupported file type {suffix!r}; use .csv or .parquet")
-
-
-def load_validated(
-    path: str | Path,
-    schema: Schema,
-    *,
-    on_out_of_bounds: OutOfBounds = "clip",
-    on_invalid_rows: InvalidRows = "refuse",
-    drop_extra_columns: bool = False,
-) -> ValidatedTable:
-    """Read, parse and validate the real table; return it in the schema's column types."""
-    if on_out_of_bounds not in ("clip", "reject"):
-        raise InputError(f"on_out_of_bounds must be 'clip' or 'reject', not {on_out_of_bounds!r}")
-    if on_invalid_rows not in ("refuse", "drop"):
-        raise InputError(f"on_invalid_rows must be 'refuse' or 'drop', not {on_invalid_rows!r}")
-    source = str(path)
-    raw = read_table(path)
-    if raw.empty and on_invalid_rows == "refuse":
-        raise InputError(
-            f"{source}: the table has no rows (--on-invalid-rows drop releases it anyway)"
-        )
-    problems = _column_set_problems(raw, schema, source, drop_extra_columns)
-    if problems:
-        raise InputError("\n".join(problems))
-    raw = raw[list(schema.columns)]
-    if on_invalid_rows == "drop":
-        raw = raw[valid_rows(raw, schema)]
-    parsed, problems = parse_columns(raw, schema, source)
-    outcomes = run_expectations(parsed, schema)
-    for outcome in outcomes:
-        if outcome.success:
-            continue
-        if outcome.expectation == "expect_column_values_to_be_between":
-            if on_out_of_bounds == "reject":
-                problems.append(
-                    f"{source}: column {outcome.column!r} has values outside the schema's "
-                    "bounds (use --on-out-of-bounds clip to clip them)"
-                )
-        else:
-            problems.append(_describe_failure(source, outcome, schema))
-    if problems:
-        raise InputError("\n".join(problems))
-    return ValidatedTable(clip_to_bounds(parsed, schema), outcomes)
-
-
-def decode_synthetic(encoder: Encoder, synthetic: np.ndarray) -> pd.DataFrame:
-    """Decode generator output to schema types and check it with the schema suite."""
-    table = encoder.decode(synthetic)
-    validate_synthetic(table, encoder.schema)
-    return table
-
-
-def validate_synthetic(table: pd.DataFrame, schema: Schema) -> tuple[ExpectationOutcome, ...]:
-    """Run the schema suite on synthetic rows; any failure is a bug, never published."""
-    outcomes = run_expectations(table[list(schema.columns)], schema)
-    failed = [outcome for outcome in outcomes if not outcome.success]
-    if failed:
-        raise RuntimeError(f"synthetic table fails the schema suite: {failed}")
-    return outcomes
-
-
-def _column_set_problems(
-    raw: pd.DataFrame, schema: Schema, source: str, drop_extra_columns: bool
-) -> list[str]:
+def check_chunk(batch, schema: Schema, source: str, policy: InputPolicy) -> pd.DataFrame:  # noqa: ANN001
+    """Validate one record batch; return its (kept) rows clipped, in the schema's types."""
+    on_invalid_rows, on_out_of_bounds = policy.on_invalid_rows, policy.on_out_of_bounds
+    columns = {name: _parse(batch.column(name), spec) for name, spec in schema.columns.items()}
+    if on_invalid_rows == InvalidRows.drop:
+        keep = np.logical_and.reduce([c.row_ok for c in columns.values()])
+        if not keep.all():
+            for column in columns.values():
+                column.values = column.values[keep]
+                column.present = column.present[keep]
     problems = []
-    missing = [name for name in schema.columns if name not in raw.columns]
+    for name, column in columns.items():
+        if on_invalid_rows == InvalidRows.refuse and column.type_problem:
+            problems.append(f"{source}: column {name!r} {column.type_problem}")
+    for name, spec in schema.columns.items():
+        column = columns[name]
+        if isinstance(spec, CategoricalColumn):
+            if not spec.nullable and not column.present.all():
+                problems.append(f"{source}: column {name!r} {MISSING}")
+            if (column.present & (column.values < 0)).any():
+                problems.append(f"{source}: column {name!r} {not_in_categories(spec)}")
+            continue
+        numbers = column.values
+        if not spec.nullable and np.isnan(numbers).any():
+            problems.append(f"{source}: column {name!r} {MISSING}")
+        if on_out_of_bounds == OutOfBounds.reject:
+            with np.errstate(invalid="ignore"):
+                outside = (numbers < spec.min) | (numbers > spec.max)
+            if outside.any():
+                problems.append(
+                    f"{source}: column {name!r} has values outside the schema's bounds "
+                    "(use --on-out-of-bounds clip to clip them)"
+                )
+    if problems:
+        raise InputError("\n".join(problems))
+    return clip_to_bounds(_frame(columns, schema), schema)
+
+
+def _frame(columns: dict[str, _Column], schema: Schema) -> pd.DataFrame:
+    data = {}
+    for name, spec in schema.columns.items():
+        values = columns[name].values
+        if isinstance(spec, CategoricalColumn):
+            data[name] = pd.Categorical.from_codes(values, categories=list(spec.categories))
+        else:
+            data[name] = values
+    return pd.DataFrame(data)
+
+
+def _parse(array, spec) -> _Column:
+    """Parse one column of a batch: values, presence, per-row validity, type problem."""
+    import pyarrow as pa
+
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    if isinstance(spec, CategoricalColumn):
+        codes, present = _category_codes(array, spec)
+        return _Column(codes, present, np.where(present, codes >= 0, spec.nullable))
+    numbers, present = _numbers(array)
+    column = _Column(numbers, present, present | spec.nullable)
+    parsed = ~np.isnan(numbers)
+    unparsed = present & ~parsed
+    column.row_ok &= ~present | parsed
+    if unparsed.any():
+        column.type_problem = "has values that are not numbers"
+    elif isinstance(spec, IntegerColumn):
+        with np.errstate(invalid="ignore"):
+            fractional = present & (numbers % 1 != 0)
+        column.row_ok &= ~(fractional & parsed)
+        if fractional.any():
+            column.type_problem = "has values that are not integers"
+    return column
+
+
+def _numbers(array) -> tuple[np.ndarray, np.ndarray]:
+    """float64 values (NaN where missing or unparsable) and the raw "present" mask."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    kind = array.type
+    if pa.types.is_dictionary(kind):
+        array, kind = array.dictionary_decode(), kind.value_type
+    if pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind):
+        numbers = pc.cast(array, pa.float64()).to_numpy(zero_copy_only=False)
+        return numbers, ~np.isnan(numbers)
+    series = array.to_pandas()
+    present = series.notna().to_numpy()
+    numbers = pd.to_numeric(series, errors="coerce").astype("float64").to_numpy()
+    return numbers, present
+
+
+def _category_codes(array, spec: CategoricalColumn) -> tuple[np.ndarray, np.ndarray]:
+    """Index of each value in the schema's categories (-1: missing or unknown) and presence.
+
+    Labels follow `category_label`: strings as they are, integers in decimal;
+    other types (floats, booleans) go through that function itself."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    categories = pa.array(spec.categories, type=pa.string())
+    if pa.types.is_dictionary(array.type):
+        in_dictionary = _category_codes(array.dictionary, spec)[0]
+        present = array.is_valid().to_numpy(zero_copy_only=False)
+        indices = array.indices.fill_null(0).to_numpy(zero_copy_only=False)
+        return np.where(present, in_dictionary[indices], -1), present
+    kind = array.type
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_integer(kind):
+        labels = array if not pa.types.is_integer(kind) else pc.cast(array, pa.string())
+        codes = pc.index_in(labels, value_set=categories).fill_null(-1)
+        present = array.is_valid().to_numpy(zero_copy_only=False)
+        return codes.to_numpy(zero_copy_only=False).astype(np.int64), present
+    series = array.to_pandas()
+    present = series.notna().to_numpy()
+    labels = series.map(category_label, na_action="ignore")
+    codes = pd.Categorical(labels, categories=list(spec.categories)).codes.astype(np.int64)
+    return codes, present
+
+
+def column_set_problems(
+    names: list[str], schema: Schema, source: str, drop_extra_columns: bool
+) -> list[str]:
+    """Missing schema columns, and (unless dropped) columns the schema does not have."""
+    problems = []
+    missing = [name for name in schema.columns if name not in names]
     if missing:
         problems.append(f"{source}: missing columns required by the schema: {', '.join(missing)}")
-    extra = [str(name) for name in raw.columns if name not in schema.columns]
+    extra = [str(name) for name in names if name not in schema.columns]
     if extra and not drop_extra_columns:
         problems.append(
             f"{source}: columns not in the schema: {', '.join(extra)} "
             "(remove them or pass --drop-extra-columns)"
         )
     return problems
-
-
-def parse_columns(raw: pd.DataFrame, schema: Schema, source: str) -> tuple[pd.DataFrame, list[str]]:
-    """Parse each column with its schema type; return the table and type problems."""
-    parsed = {}
-    problems = []
-    for name, spec in schema.columns.items():
-        values = raw[name]
-        present = values.notna().to_numpy()
-        if isinstance(spec, CategoricalColumn):
-            parsed[name] = values.map(_category_label, na_action="ignore").astype(object)
-            continue
-        numbers = pd.to_numeric(values, errors="coerce").astype("float64")
-        if np.any(present & numbers.isna().to_numpy()):
-            problems.append(f"{source}: column {name!r} has values that are not numbers")
-        elif isinstance(spec, IntegerColumn) and np.any(numbers[present].to_numpy() % 1 != 0):
-            problems.append(f"{source}: column {name!r} has values that are not integers")
-        parsed[name] = numbers
-    return pd.DataFrame(parsed, index=raw.index), problems
-
-
-def valid_rows(raw: pd.DataFrame, schema: Schema) -> np.ndarray:
-    """Per-row validity against the schema, each row judged on its own values only: present
-    unless nullable, a known category, a number (an integer for integer columns)."""
-    keep = np.ones(len(raw), dtype=bool)
-    for name, spec in schema.columns.items():
-        values = raw[name]
-        present = values.notna().to_numpy()
-        ok = present | spec.nullable
-        if isinstance(spec, CategoricalColumn):
-            labels = values.map(_category_label, na_action="ignore")
-            ok &= ~present | labels.isin(spec.categories).to_numpy()
-        else:
-            numbers = pd.to_numeric(values, errors="coerce").astype("float64").to_numpy()
-            ok &= ~present | ~np.isnan(numbers)
-            if isinstance(spec, IntegerColumn):
-                ok &= ~present | np.isnan(numbers) | (numbers % 1 == 0)
-        keep &= ok
-    return keep
-
-
-def _category_label(value: object) -> str:
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
 
 
 def clip_to_bounds(table: pd.DataFrame, schema: Schema) -> pd.DataFrame:
@@ -227,63 +205,27 @@ def not_in_categories(spec: CategoricalColumn) -> str:
     )
 
 
-def _describe_failure(source: str, outcome: ExpectationOutcome, schema: Schema) -> str:
-    if outcome.expectation == "expect_column_values_to_be_in_set":
-        spec = schema.columns[outcome.column]
-        return f"{source}: column {outcome.column!r} {not_in_categories(spec)}"
-    what = {
-        "expect_column_values_to_not_be_null": (
-            "has missing values but the schema does not mark it nullable"
-        ),
-    }.get(outcome.expectation, f"fails {outcome.expectation}")
-    return f"{source}: column {outcome.column!r} {what}"
+def category_label(value: object) -> str:
+    """A value as category text: integers (also integral floats) in decimal."""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
 
 
-def run_expectations(table: pd.DataFrame, schema: Schema) -> tuple[ExpectationOutcome, ...]:
-    """Validate `table` with the GX suite built from `schema`; pass/fail only."""
-    batch = _gx_batch_definition().get_batch(batch_parameters={"dataframe": table})
-    result = batch.validate(_suite(schema), result_format="BOOLEAN_ONLY")
-    return tuple(
-        ExpectationOutcome(
-            expectation=item.expectation_config.type,
-            column=item.expectation_config.kwargs.get("column"),
-            success=bool(item.success),
-        )
-        for item in result.results
-    )
+def decode_synthetic(encoder: Encoder, synthetic: np.ndarray) -> pd.DataFrame:
+    """Decode generator output to schema types and check it with the same rules."""
+    table = encoder.decode(synthetic)
+    check_synthetic(table, encoder.schema)
+    return table
 
 
-def _suite(schema: Schema):  # -> gx.ExpectationSuite
-    import great_expectations as gx
+def check_synthetic(table: pd.DataFrame, schema: Schema) -> None:
+    """The schema's rules on synthetic rows, nothing clipped or dropped; any failure is a
+    bug (RuntimeError) and the rows are never published."""
+    import pyarrow as pa
 
-    expectations = gx.expectations
-    suite = gx.ExpectationSuite(name=f"dprelease-{schema.dataset}")
-    for name, spec in schema.columns.items():
-        if not spec.nullable:
-            suite.add_expectation(expectations.ExpectColumnValuesToNotBeNull(column=name))
-        if isinstance(spec, CategoricalColumn):
-            suite.add_expectation(
-                expectations.ExpectColumnValuesToBeInSet(
-                    column=name, value_set=list(spec.categories)
-                )
-            )
-        else:
-            suite.add_expectation(
-                expectations.ExpectColumnValuesToBeBetween(
-                    column=name, min_value=spec.min, max_value=spec.max
-                )
-            )
-    return suite
-
-
-@cache
-def _gx_batch_definition():
-    """One ephemeral GX context per process, with a whole-dataframe batch definition."""
-    os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
-    import great_expectations as gx
-    from great_expectations.data_context.types.base import ProgressBarsConfig
-
-    context = gx.get_context(mode="ephemeral")
-    context.variables.progress_bars = ProgressBarsConfig(globally=False)
-    asset = context.data_sources.add_pandas("dprelease").add_dataframe_asset("table")
-    return asset.add_batch_definition_whole_dataframe("whole-table")
+    batch = pa.RecordBatch.from_pandas(table[list(schema.columns)], preserve_index=False)
+    try:
+        check_chunk(batch, schema, "synthetic table", STRICT)
+    except InputError as error:
+        raise RuntimeError(f"synthetic table fails the schema's rules: {error}") from None

@@ -1,10 +1,12 @@
-"""What a mechanism plans to spend, and how spends compose (PRIVACY_MODEL.md section 7).
+"""What a mechanism plans to spend, and how spends compose (docs/privacy-model.md section 7).
 
 The lifetime cap of a dataset is checked with basic composition: the epsilons add up and
-the deltas add up (Dwork and Roth 2014, Theorem 3.16). Sums use `math.fsum` so the order of
-entries never changes a decision. A spend fits the cap when its total does not exceed the
-cap by more than `CAP_SLACK` (1e-12, absorbing the rounding of e.g. 0.1 + 0.2 against 0.3;
-far below any meaningful privacy difference).
+the deltas add up (Dwork and Roth 2014, Theorem 3.16; valid when each release is chosen
+after the earlier ones were seen: Rogers, Roth, Ullman and Vadhan 2016), unless the dataset
+is registered with the Rényi filter (`dprelease.privacy.accountants`). Sums use `math.fsum`
+so the order of entries never changes a decision. A spend fits the cap when its total does
+not exceed the cap by more than `CAP_SLACK` (1e-12, absorbing the rounding of e.g.
+0.1 + 0.2 against 0.3; far below any meaningful privacy difference).
 """
 
 from __future__ import annotations
@@ -38,9 +40,9 @@ class Spend:
 
 @dataclass(frozen=True)
 class Cap(Spend):
-    """A dataset's lifetime cap and the accountant that checks it (`basic` or `pld`, see
-    `dprelease.privacy.accountants`). None: the accountant recorded in the ledger, or the
-    default one when the dataset is registered."""
+    """A dataset's lifetime cap and the accountant that enforces it (`basic` or `rdp`; `pld`
+    means rdp, see `dprelease.privacy.accountants`). None: the accountant recorded in the
+    ledger, or the default one (basic) when the dataset is registered."""
 
     accountant: str | None = None
 
@@ -77,7 +79,15 @@ class PlannedSpend:
 
 
 def _check_consistent(spend: PlannedSpend) -> None:
-    d = spend.description
+    problem = closed_form_violation(spend.description, spend.epsilon, spend.delta)
+    if problem is not None:
+        raise ValueError(f"{spend.mechanism}: {problem}")
+
+
+def closed_form_violation(d: Mechanism | None, epsilon: float, delta: float) -> str | None:
+    """Why a description whose guarantee has a closed form (Laplace, pure epsilon,
+    approximate DP) is less private than the (epsilon, delta) recorded with it; None when it
+    is not, or when its guarantee has no closed form (`guarantees.check_guarantee`)."""
     if isinstance(d, Laplace):
         implied = (d.epsilon, 0.0)
     elif isinstance(d, PureEpsilon):
@@ -85,13 +95,14 @@ def _check_consistent(spend: PlannedSpend) -> None:
     elif isinstance(d, ApproxDP):
         implied = (d.epsilon, d.delta)
     else:
-        return
-    tolerance = 1e-9 * max(1.0, spend.epsilon)
-    if implied[0] > spend.epsilon + tolerance or implied[1] > spend.delta + CAP_SLACK:
-        raise ValueError(
-            f"{spend.mechanism}: its description {d} is ({implied[0]:g}, {implied[1]:g})-DP, "
-            f"more than the ({spend.epsilon:g}, {spend.delta:g}) it records"
+        return None
+    tolerance = 1e-9 * max(1.0, epsilon)
+    if implied[0] > epsilon + tolerance or implied[1] > delta + CAP_SLACK:
+        return (
+            f"its description {d} is ({implied[0]:g}, {implied[1]:g})-DP, "
+            f"more than the ({epsilon:g}, {delta:g}) it records"
         )
+    return None
 
 
 def compose(spends: Iterable[Spend | PlannedSpend]) -> Spend:
@@ -109,3 +120,18 @@ def default_delta(cap: Spend, epsilon: float) -> float:
     and delta run out together (public: the cap and the arguments only; 0 for a pure-epsilon
     cap)."""
     return cap.delta * min(1.0, epsilon / cap.epsilon)
+
+
+def cap_delta_warning(cap_delta: float, max_rows: int | None) -> str | None:
+    """A warning when the cap's delta exceeds 1 / max_rows (None otherwise, or without a public
+    max_rows). A mechanism that publishes each row verbatim with probability delta is
+    (0, delta)-DP, so a delta of this size allows publishing about delta x max_rows rows
+    outright: it is not meaningful protection (Dwork and Roth 2014, section 2.3)."""
+    if max_rows is None or cap_delta <= 1 / max_rows:
+        return None
+    return (
+        f"the cap's delta ({cap_delta:g}) exceeds 1 / max_rows ({1 / max_rows:g}): an "
+        "(epsilon, delta)-DP mechanism may publish each row verbatim with probability delta, "
+        f"about {cap_delta * max_rows:.3g} of the table's up to {max_rows} rows; a delta that "
+        "large is not meaningful protection (use one well below 1 / max_rows)"
+    )

@@ -1,4 +1,4 @@
-"""Noise calibration from public quantities only (PRIVACY_MODEL.md sections 3, 4, 6).
+"""Noise calibration from public quantities only (docs/privacy-model.md sections 3, 4, 6).
 
 - Laplace: scale = Delta_1 / epsilon gives pure epsilon-DP (Dwork et al. 2006).
 - Gaussian: the analytic Gaussian mechanism (Balle and Wang 2018, Theorem 8): the smallest

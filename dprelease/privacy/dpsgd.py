@@ -1,4 +1,4 @@
-"""DP-SGD from Opacus' parts, with a public sampling rate and lot size (PRIVACY_MODEL.md
+"""DP-SGD from Opacus' parts, with a public sampling rate and lot size (docs/privacy-model.md
 sections 4 and 6; Abadi et al. 2016).
 
 Why not `PrivacyEngine.make_private`: with Poisson sampling it sets the sampling rate to

@@ -1,18 +1,23 @@
-"""The persistent privacy-budget ledger (PRIVACY_MODEL.md section 7), on SQLAlchemy.
+"""The persistent privacy-budget ledger (docs/privacy-model.md section 7), on SQLAlchemy.
 
 Protocol of a release:
 1. `check_available` (read-only) refuses a plan that cannot fit before the data is read.
-2. `reserve` inserts the planned spends in ONE transaction that first locks the dataset's
-   row and re-checks the cap with the dataset's accountant (`basic` or `pld`, recorded with
-   the cap when the dataset is registered; `dprelease.privacy.accountants`), composing the
-   whole history plus the plan; it fails closed with `BudgetExceededError`. Only after it
-   returns may a mechanism see the real data. The per-mechanism privacy loss distributions
-   are built (and cached) from an unlocked read just before, so the locked check only
-   composes them.
+2. `reserve` inserts the planned spends in ONE transaction that first locks the dataset's row
+   and re-checks the cap with the accountant that enforces it (`basic` or `rdp`, recorded with
+   the cap when the dataset is registered; a dataset recorded as `pld` is enforced with `rdp`;
+   `dprelease.privacy.accountants`), composing the whole history plus the plan; it fails closed
+   with `BudgetExceededError`. Only after it returns may a mechanism see the real data. Both
+   steps first refuse a plan whose own delta exceeds the cap's delta: no accountant can ever
+   admit it (`refuse_impossible_delta`); and both check that every typed description is
+   (epsilon, delta)-DP at the values it records (`guarantees.check_guarantee`).
 3. `commit` records the actual spend (never more than reserved) and the mechanism's final
-   parameters once it ran. Its typed description must be the reserved one, or replace a
-   generic (epsilon, delta) reservation (any mechanism that is (epsilon, delta)-DP within the
-   reservation is dominated by it, so the checked composition only gets tighter).
+   parameters once it ran. Its typed description must be the reserved one, or replace a generic
+   (epsilon, delta) reservation with a mechanism that is (epsilon, delta)-DP at the committed
+   values (checked: `guarantees.check_guarantee`), those values within the reservation; any
+   such mechanism is dominated by the reservation, so the checked composition only gets
+   tighter. On an rdp dataset a generic reservation with delta > 0 keeps its generic
+   description: the Rényi filter admitted it with that charge, which must not grow
+   (`rdp_filter`).
 
 Each entry stores its typed mechanism description (`dprelease.privacy.mechanisms`) in the
 JSON column `description`, and each dataset its accountant. Ledgers created before these
@@ -26,7 +31,8 @@ Locking: on PostgreSQL the dataset row is locked with ``SELECT ... FOR UPDATE``,
 concurrent reservations on one dataset run one after another and never overspend. On SQLite
 every transaction starts with ``BEGIN IMMEDIATE`` (a database-wide write lock), which gives the
 same guarantee for processes on one machine; a SQLite file on shared network storage is not
-safe, use PostgreSQL there.
+safe, use PostgreSQL there. The check under the lock composes Rényi curves (cached per
+mechanism): milliseconds for a 100-entry history (benchmarks/accounting.py).
 """
 
 from __future__ import annotations
@@ -46,17 +52,26 @@ from dprelease.errors import BudgetExceededError, InputError
 from dprelease.privacy.accountants import (
     BASIC,
     DEFAULT_ACCOUNTANT,
+    RDP,
     Composition,
-    check_accountant,
     compose_history,
+    enforcing,
 )
-from dprelease.privacy.accounting import NEIGHBOURING, Cap, PlannedSpend, Spend, compose
+from dprelease.privacy.accounting import (
+    CAP_SLACK,
+    NEIGHBOURING,
+    Cap,
+    PlannedSpend,
+    Spend,
+    compose,
+)
+from dprelease.privacy.guarantees import check_guarantee
 from dprelease.privacy.ledger_tables import add_missing_columns as _add_missing_columns
 from dprelease.privacy.ledger_tables import datasets as _datasets
 from dprelease.privacy.ledger_tables import entries as _entries
 from dprelease.privacy.ledger_tables import make_engine as _make_engine
 from dprelease.privacy.ledger_tables import metadata as _metadata
-from dprelease.privacy.mechanisms import KIND_KEY, ApproxDP
+from dprelease.privacy.mechanisms import KIND_KEY, ApproxDP, mechanism_from_dict
 
 RESERVED = "reserved"
 SPENT = "spent"
@@ -107,7 +122,6 @@ class Ledger:
 
     def check_available(self, dataset: str, cap: Spend, planned: Sequence[PlannedSpend]) -> None:
         """Refuse (without writing) a plan that would exceed the cap right now."""
-        self._warm_up(dataset, cap, planned)
         with self.engine.begin() as conn:
             stored_cap = self._stored_cap(conn, dataset)
             _check_cap_matches(dataset, stored_cap, cap)
@@ -121,7 +135,6 @@ class Ledger:
         if not planned:
             raise ValueError("nothing to reserve")
         self._register(dataset, cap)
-        self._warm_up(dataset, cap, planned)
         now = datetime.now(UTC)
         with self.engine.begin() as conn:
             locked = conn.execute(
@@ -153,7 +166,9 @@ class Ledger:
         return tuple(ids)
 
     def commit(self, entry_id: int, actual: PlannedSpend) -> None:
-        """Record the actual spend of a reserved entry; it may not exceed the reservation."""
+        """Record the actual spend of a reserved entry; it may not exceed the reservation, and
+        the description it keeps (new or reserved) must be (epsilon, delta)-DP at the committed
+        values."""
         with self.engine.begin() as conn:
             row = conn.execute(
                 select(
@@ -162,6 +177,7 @@ class Ledger:
                     _entries.c.status,
                     _entries.c.mechanism,
                     _entries.c.description,
+                    _entries.c.dataset,
                 )
                 .where(_entries.c.id == entry_id)
                 .with_for_update()
@@ -173,6 +189,8 @@ class Ledger:
                     f"{row.mechanism} spent more than it reserved: refusing to record "
                     f"({actual.epsilon}, {actual.delta}) > ({row.epsilon}, {row.delta})"
                 )
+            stored = self._stored_cap(conn, row.dataset)
+            accountant = enforcing(stored.accountant if stored is not None else None)
             conn.execute(
                 update(_entries)
                 .where(_entries.c.id == entry_id)
@@ -182,7 +200,7 @@ class Ledger:
                     params=_jsonable(actual.params),
                     status=SPENT,
                     committed_at=datetime.now(UTC),
-                    description=_committed_description(row, actual),
+                    description=_committed_description(row, actual, accountant),
                 )
             )
 
@@ -197,13 +215,14 @@ class Ledger:
             return compose(self._history(conn, dataset))
 
     def composition(self, dataset: str) -> Composition:
-        """The dataset's history composed with its accountant, at its cap's delta."""
+        """The dataset's history composed with its enforcing accountant, at its cap's delta
+        (with the reported PLD figure for rdp datasets)."""
         with self.engine.connect() as conn:
             cap = self._stored_cap(conn, dataset)
             history = self._history(conn, dataset)
         if cap is None:
             raise InputError(f"dataset {dataset!r} has no entries in the ledger at {self.url}")
-        return compose_history(history, cap, cap.accountant)
+        return compose_history(history, cap, cap.accountant, report_pld=True)
 
     def entries(self, dataset: str, *, up_to_id: int | None = None) -> list[LedgerEntry]:
         query = select(_entries).where(_entries.c.dataset == dataset).order_by(_entries.c.id)
@@ -233,7 +252,8 @@ class Ledger:
         return summarise(dataset, cap, self.entries(dataset))
 
     def _register(self, dataset: str, cap: Spend) -> None:
-        accountant = check_accountant(getattr(cap, "accountant", None) or DEFAULT_ACCOUNTANT)
+        # A new dataset asking for `pld` is recorded as `rdp`, the accountant that enforces it.
+        accountant = enforcing(getattr(cap, "accountant", None) or DEFAULT_ACCOUNTANT)
         try:
             with self.engine.begin() as conn:
                 if self._stored_cap(conn, dataset) is None:
@@ -248,19 +268,6 @@ class Ledger:
                     )
         except IntegrityError:
             pass  # registered concurrently by another run; reserve() compares the caps
-
-    def _warm_up(self, dataset: str, cap: Spend, planned: Sequence[PlannedSpend]) -> None:
-        """Build the history's per-mechanism PLDs (cached) before taking the lock.
-
-        Reads only public descriptions; the decision is taken under the lock, where
-        concurrently added entries are read again and composed from the cache. Composes after
-        the read transaction ends (on SQLite every transaction holds the write lock).
-        """
-        with self.engine.connect() as conn:
-            accountant = _accountant_for(self._stored_cap(conn, dataset), cap)
-            history = self._history(conn, dataset) if accountant != BASIC else []
-        if accountant != BASIC:
-            compose_history([*history, *planned], cap, accountant)
 
     @staticmethod
     def _stored_cap(conn: Connection, dataset: str) -> Cap | None:
@@ -284,9 +291,10 @@ class Ledger:
 
 
 def _accountant_for(stored: Cap | None, requested: Spend) -> str:
+    """The recorded accountant, or the one a new dataset will be registered with."""
     if stored is not None:
         return stored.accountant or BASIC
-    return check_accountant(getattr(requested, "accountant", None) or DEFAULT_ACCOUNTANT)
+    return enforcing(getattr(requested, "accountant", None))
 
 
 def _check_cap_matches(dataset: str, stored: Cap | None, requested: Spend) -> None:
@@ -300,7 +308,7 @@ def _check_cap_matches(dataset: str, stored: Cap | None, requested: Spend) -> No
             "cannot change between releases"
         )
     wanted = getattr(requested, "accountant", None)
-    if wanted is not None and wanted != stored.accountant:
+    if wanted is not None and enforcing(wanted) != enforcing(stored.accountant):
         raise InputError(
             f"dataset {dataset!r}: the schema's budget asks for the {wanted!r} accountant but "
             f"the ledger recorded {stored.accountant!r} when the dataset was registered; a "
@@ -311,19 +319,27 @@ def _check_cap_matches(dataset: str, stored: Cap | None, requested: Spend) -> No
 def _check_fits(
     dataset: str,
     cap: Spend,
-    accountant: str,
+    recorded: str,
     history: Sequence[Row],
     planned: Sequence[PlannedSpend],
 ) -> None:
+    """Refuse a plan the cap cannot hold, before anything is spent (module docstring)."""
+    accountant = enforcing(recorded)
+    refuse_impossible_delta(dataset, cap, planned)
+    for spend in planned:
+        try:
+            check_guarantee(spend)
+        except ValueError as error:
+            raise InputError(str(error)) from None
     total = compose_history([*history, *planned], cap, accountant)
     if not total.fits(cap):
         wanted = compose(planned)
-        spent = compose_history(history, cap, accountant).spent
+        spent = compose_history(history, cap, accountant).enforced
         tight = (
             ""
             if accountant == BASIC
-            else f" (with it, {accountant} composition gives epsilon={total.spent.epsilon:g} "
-            f"at delta={total.spent.delta:g})"
+            else f" (with it, the {accountant} filter needs epsilon={total.enforced.epsilon:g} "
+            f"at delta={total.enforced.delta:g})"
         )
         raise BudgetExceededError(
             f"dataset {dataset!r}: this release needs epsilon={wanted.epsilon:g}, "
@@ -333,25 +349,46 @@ def _check_fits(
         )
 
 
+def refuse_impossible_delta(dataset: str, cap: Spend, planned: Sequence[PlannedSpend]) -> None:
+    """A release whose own delta (the sum of its spends' deltas) exceeds the cap's delta can
+    never be admitted: under basic composition it alone exceeds the cap, and no accountant may
+    charge it less than the delta it records and states (issue 19, item 8)."""
+    wanted = compose(planned)
+    if wanted.delta > cap.delta + CAP_SLACK:
+        raise BudgetExceededError(
+            f"dataset {dataset!r}: this release's delta={wanted.delta:g} exceeds the cap's "
+            f"delta={cap.delta:g}; no release may spend more delta than the dataset's lifetime "
+            "cap (pass a smaller --delta); refusing before reading the data"
+        )
+
+
 def _description_json(spend: PlannedSpend) -> dict | None:
     return None if spend.description is None else spend.description.to_dict()
 
 
-def _committed_description(row: Row, actual: PlannedSpend) -> dict | None:
+def _committed_description(row: Row, actual: PlannedSpend, accountant: str) -> dict | None:
     """The description to keep at commit (module docstring, step 3).
 
     No description in `actual` keeps the reserved one: the reserved mechanism ran, perhaps
-    spending less than reserved.
+    spending less than reserved. A new one must replace a generic reservation. Either way the
+    description kept must be (epsilon, delta)-DP at the committed values (`check_guarantee`):
+    an entry never records less than its mechanism spends.
     """
     reserved, new = row.description, _description_json(actual)
-    if new is None or new == reserved:
-        return reserved
-    if reserved is None or reserved.get(KIND_KEY) == ApproxDP.kind:
-        return new
-    raise RuntimeError(
-        f"{row.mechanism} ran a different mechanism ({new}) than it reserved ({reserved}); "
-        "keeping the reservation's description"
-    )
+    changed = new is not None and new != reserved
+    if changed and reserved is not None and reserved.get(KIND_KEY) != ApproxDP.kind:
+        raise RuntimeError(
+            f"{row.mechanism} ran a different mechanism ({new}) than it reserved ({reserved}); "
+            "keeping the reservation's description"
+        )
+    kept = new if changed else reserved
+    try:
+        check_guarantee(actual, mechanism_from_dict(kept))
+    except ValueError as error:
+        raise RuntimeError(f"refusing to commit: {error}") from None
+    if changed and accountant == RDP and row.delta > 0:
+        return reserved  # its charge must not grow (`rdp_filter` module docstring)
+    return kept
 
 
 def _jsonable(params: dict) -> dict:

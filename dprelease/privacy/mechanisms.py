@@ -1,9 +1,9 @@
 """Typed, JSON-serialisable descriptions of DP mechanisms, for the ledger's accountants.
 
 A ledger entry's (epsilon, delta) is all basic composition needs; a tight accountant needs to
-know WHICH mechanism ran (PRIVACY_MODEL.md section 7). Each class below describes one
+know WHICH mechanism ran (docs/privacy-model.md section 7). Each class below describes one
 mechanism (or a fixed composition of identical ones) by its public parameters, under
-add/remove-one neighbouring (PRIVACY_MODEL.md section 1):
+add/remove-one neighbouring (docs/privacy-model.md section 1):
 
 - `Laplace(scale, l1_sensitivity)`: Laplace noise of scale b on a query of L1 sensitivity
   D; pure (D / b)-DP (Dwork et al. 2006).

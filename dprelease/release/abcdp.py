@@ -1,79 +1,71 @@
-"""An ABCDP release: public plan, loading the real rows, the bundle and its report (spec 7).
+"""The ABCDP release (seed 004; docs/abcdp.md section 7): DP rejection ABC by the sparse
+vector technique.
 
-`plan_abcdp_release(schema, model_reference, config)` loads the model (public code), dry-runs
-it from the prior and fixes the bandwidth and random features; the CLI calls it before Prefect
-starts and the flow calls it again (same seed, same result). `load_real_rows` validates the
-table and encodes the model's columns. `abcdp_bundle` turns the DP result into a
-`ReleaseBundle`: the accepted theta's with their draw indices (`posterior.parquet`), the
-consumed prior draws with their DP indicators (`draws.parquet`), and the manifest fields
-(model sha256, seed of the public randomness, bandwidth, T, m, stop index, the DP count n_hat
-labelled as such). Never the distances, the noisy threshold, the real row count, or any other
-statistic of the real rows (spec 7.6).
+`ABCDP_PIPELINE` (`release.pipeline.Pipeline`):
+- `plan`: loads the model (public code, `config.model`), dry-runs it from the prior and fixes
+  the bandwidth and random features; the CLI plans before Prefect starts and the flow plans
+  again (same seed, same result);
+- `load`: the validated table, the model's columns encoded;
+- `run`: DP count -> n_hat, m -> observed mean embedding -> simulate (theta_t, Y_t) lazily in
+  batches with the public seed and feed the noisy distances to the SVT in draw order (stop
+  at c); both spends are committed in full, however many were accepted;
+- `bundle`: the accepted theta's with their draw indices (`posterior.parquet`), the consumed
+  prior draws with their DP indicators (`draws.parquet`), and the manifest fields (model
+  sha256, seed of the public randomness, bandwidth, T, m, stop index, the DP count n_hat
+  labelled as such), and the posterior against the prior (`inference/abcdp/summary.py`:
+  quantiles, spread ratio, shift, a permutation test against fresh public prior draws;
+  post-processing). Never the distances, the noisy threshold, the real row count, or any
+  other statistic of the real rows (spec 7.6).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
-from dprelease.inference.abcdp import (
-    ABCDPConfig,
-    ABCDPPlan,
-    ABCDPResult,
-    plan_abcdp,
-)
-from dprelease.inference.abcdp_model import load_model
-from dprelease.inference.abcdp_svt import SVT_VARIANTS, flip_probability
-from dprelease.privacy.accounting import Cap
-from dprelease.privacy.ledger import LedgerEntry
-from dprelease.release import ReleaseBundle
+from dprelease.config import ABCDPConfig
+from dprelease.inference.abcdp.mechanism import ABCDPPlan, ABCDPResult, plan_abcdp, run_abcdp
+from dprelease.inference.abcdp.model import load_model
+from dprelease.inference.abcdp.summary import PRIOR_DRAWS, summarise
+from dprelease.io.stream import load_validated
+from dprelease.privacy.accounting import PlannedSpend
+from dprelease.privacy.noise import NoiseSource
+from dprelease.release.files import ABCDP, ABCDP_POSTERIOR_FILE, DRAWS_FILE, SVT_VARIANTS
+from dprelease.release.pipeline import KindPlan, Pipeline, Source, one_step
+from dprelease.release.report.abcdp import write_abcdp_report
+from dprelease.release.writer import LedgerRecord, ReleaseBundle
 from dprelease.schema import Schema
-from dprelease.validation import load_validated
-from dprelease.verify_abcdp import DRAWS_FILE, KIND, POSTERIOR_FILE
-
-FIGURE_FLIP = "flip_probability.png"
-FIGURE_POSTERIOR = "posterior.png"
 
 
 @dataclass(frozen=True)
-class ABCDPRelease:
-    """The public plan of one release: the schema and the ABCDP plan."""
+class ABCDPReleasePlan(KindPlan):
+    """The public plan of one release: the schema, the settings and the ABCDP plan."""
 
-    schema: Schema
+    config: ABCDPConfig
     plan: ABCDPPlan
 
     @property
-    def cap(self) -> Cap:
-        """The schema's cap (what the ledger checks before the data is read)."""
-        return self.schema.budget.cap
-
-    @property
-    def dataset(self) -> str:
-        return self.schema.dataset
+    def planned_spends(self) -> list[PlannedSpend]:
+        return self.plan.planned_spends()
 
 
-def plan_abcdp_release(schema: Schema, model_reference: str, config: ABCDPConfig) -> ABCDPRelease:
+def plan_abcdp_release(schema: Schema, config: ABCDPConfig) -> ABCDPReleasePlan:
     """Load and dry-run the model, fix the public kernel; InputError (exit 2) on any problem."""
-    return ABCDPRelease(schema, plan_abcdp(schema, load_model(model_reference), config))
+    return ABCDPReleasePlan(schema, config, plan_abcdp(schema, load_model(config.model), config))
 
 
-def load_real_rows(input_path: str, release: ABCDPRelease) -> np.ndarray:
+def load_real_rows(release: ABCDPReleasePlan, source: Source) -> np.ndarray:
     """Validate the real table against the whole schema; encode the model's columns."""
-    config = release.plan.config
-    validated = load_validated(
-        input_path,
-        release.schema,
-        on_out_of_bounds=config.on_out_of_bounds,
-        on_invalid_rows=config.on_invalid_rows,
-        drop_extra_columns=config.drop_extra_columns,
-    )
+    table = load_validated(source, release.schema, release.plan.config)
     simulator = release.plan.simulator
-    return simulator.encoder.encode(validated.table[list(simulator.schema.columns)])
+    return simulator.encoder.encode(table[list(simulator.schema.columns)])
+
+
+def run_mechanism(release: ABCDPReleasePlan, real: np.ndarray, noise: NoiseSource) -> ABCDPResult:
+    """DP count -> n_hat, m -> simulate in batches -> SVT in draw order, stop at c."""
+    return run_abcdp(real, release.plan, noise)
 
 
 def svt_statement(plan: ABCDPPlan, result: ABCDPResult) -> str:
@@ -90,18 +82,15 @@ def svt_statement(plan: ABCDPPlan, result: ABCDPResult) -> str:
 
 
 def abcdp_bundle(
-    release: ABCDPRelease,
-    result: ABCDPResult,
-    *,
-    release_id: str,
-    ledger_entries: Sequence[LedgerEntry],
-    release_entry_ids: Sequence[int],
-    cap: Cap,
+    release: ABCDPReleasePlan, result: ABCDPResult, record: LedgerRecord
 ) -> ReleaseBundle:
-    """The release bundle (spec 7.6): DP outputs and public metadata only. `cap` is the
-    dataset's cap as the ledger records it (with its accountant, `Ledger.cap`)."""
+    """The release bundle (spec 7.6): DP outputs and public metadata only."""
     plan = release.plan
     posterior = result.posterior
+    names = list(plan.model.parameter_names)
+    reference_rng = plan.reference_stream()  # public: prior draws and permutations
+    prior = plan.simulator.prior(reference_rng, PRIOR_DRAWS)
+    summary = summarise(posterior[names].to_numpy(), prior, names, reference_rng)
     manifest_extra = {
         "model": {
             "reference": plan.model.reference,
@@ -131,133 +120,20 @@ def abcdp_bundle(
             name: (float(posterior[name].mean()) if len(posterior) else None)
             for name in plan.model.parameter_names
         },
+        "posterior_summary": summary,
         "svt_statement": svt_statement(plan, result),
     }
-    return ReleaseBundle(
-        kind=KIND,
-        dataset=release.dataset,
-        release_id=release_id,
-        ledger_entries=ledger_entries,
-        release_entry_ids=release_entry_ids,
-        cap=cap,
-        schema=release.schema.public_dict(),
-        configuration=plan.configuration(),
-        report=partial(write_abcdp_report, posterior=posterior, draws=result.draws_table),
-        tables={POSTERIOR_FILE: posterior, DRAWS_FILE: result.draws_table},
+    return release.release_bundle(
+        ABCDP,
+        record,
+        plan.configuration(),
+        report=partial(write_abcdp_report, posterior=posterior, prior=prior),
+        tables={ABCDP_POSTERIOR_FILE: posterior, DRAWS_FILE: result.draws_table},
         manifest_extra=manifest_extra,
-        invalid_rows=plan.config.on_invalid_rows,
     )
 
 
-def flip_figure(threshold: float, noise_scale: float, ax=None):  # noqa: ANN001, ANN201
-    """G_b(|rho - eps_abc|) against rho for the realised b (Proposition 4.2); public."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure = None
-    if ax is None:
-        figure, ax = plt.subplots(figsize=(6, 3.5))
-    rho = np.linspace(0.0, max(2.0 * threshold, threshold + 10 * noise_scale), 400)
-    ax.plot(rho, flip_probability(rho, threshold, noise_scale))
-    ax.axvline(threshold, color="0.5", lw=0.8, ls="--", label="threshold eps_abc")
-    ax.set_xlabel("MMD rho of a draw")
-    ax.set_ylabel("P(DP decision flips)")
-    ax.set_ylim(0, 0.55)
-    ax.legend(fontsize=8)
-    if figure is not None:
-        figure.tight_layout()
-    return figure or ax.figure
-
-
-def posterior_figure(posterior: pd.DataFrame, draws: pd.DataFrame, names: Sequence[str]):  # noqa: ANN201
-    """Histograms of the accepted theta's over the consumed prior draws, per parameter."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    columns = min(len(names), 4)
-    rows = -(-len(names) // columns)
-    figure, axes = plt.subplots(rows, columns, figsize=(3 * columns, 2.6 * rows), squeeze=False)
-    for ax, name in zip(axes.ravel(), names, strict=False):
-        values = draws[name].to_numpy()
-        bins = np.linspace(values.min(), values.max(), 30) if len(values) > 1 else 10
-        ax.hist(values, bins=bins, density=True, alpha=0.35, color="0.5", label="prior draws")
-        if len(posterior):
-            ax.hist(posterior[name], bins=bins, density=True, alpha=0.7, label="ABCDP posterior")
-        ax.set_title(name, fontsize=9)
-    for ax in axes.ravel()[len(names) :]:
-        ax.axis("off")
-    axes.ravel()[0].legend(fontsize=7)
-    figure.tight_layout()
-    return figure
-
-
-def write_abcdp_report(
-    directory: Path, manifest: dict, posterior: pd.DataFrame, draws: pd.DataFrame
-) -> None:
-    """report.md with the flip-probability curve and posterior plots (the bundle's report)."""
-    import matplotlib.pyplot as plt
-
-    from dprelease.report_common import (
-        budget_section,
-        header_section,
-        human,
-        privacy_section,
-        verification_section,
-        write_markdown,
-    )
-
-    names = manifest["model"]["parameter_names"]
-    for figure, name in (
-        (flip_figure(manifest["threshold"], manifest["noise_scale"]), FIGURE_FLIP),
-        (posterior_figure(posterior, draws, names), FIGURE_POSTERIOR),
-    ):
-        figure.savefig(directory / name, dpi=100)
-        plt.close(figure)
-    accepted, c = manifest["n_accepted"], manifest["n_samples"]
-    lines = [
-        *header_section(manifest, "ABCDP posterior release"),
-        *privacy_section(manifest),
-        f"- Mechanism: {manifest['svt_statement']}.",
-        "",
-        "## Posterior sample",
-        "",
-        f"Model `{manifest['model']['reference']}` (sha256 `{manifest['model']['sha256']}`), "
-        f"columns {', '.join(manifest['model']['columns'])}. {manifest['t_stop']} of "
-        f"{manifest['n_draws']} prior draws were tested (m = {manifest['n_sim']} simulated rows "
-        f"each); **{accepted} of c = {c} accepted**"
-        + (
-            " (fewer than c: the threshold is too small for this model and noise level, or "
-            "the draws ran out)"
-            if accepted < c
-            else ""
-        )
-        + ".",
-        "",
-        "| parameter | posterior mean (accepted draws) |",
-        "| --- | --- |",
-    ]
-    for name in names:
-        mean = manifest["posterior_mean"][name]
-        lines.append(f"| {name} | {human(mean) if mean is not None else 'n/a (none accepted)'} |")
-    lines += [
-        "",
-        f"![posterior and prior draws]({FIGURE_POSTERIOR})",
-        "",
-        "## Flip probability",
-        "",
-        f"A draw at MMD rho is accepted differently from non-private rejection ABC with "
-        f"probability G_b(|rho - eps_abc|) (Park et al., Proposition 4.2), here with "
-        f"b = {human(manifest['noise_scale'])} from the DP count "
-        f"n_hat = {human(manifest['dp_row_count']['value'])} (a DP output, not the real row "
-        "count).",
-        "",
-        f"![flip probability]({FIGURE_FLIP})",
-        "",
-        *budget_section(directory, manifest),
-        *verification_section(manifest),
-    ]
-    write_markdown(directory, lines)
+ABCDP_PIPELINE = Pipeline(
+    ABCDP, plan_abcdp_release, load_real_rows, one_step("run-abcdp", run_mechanism),
+    lambda release, result: release.plan.actual_spends(result), abcdp_bundle,
+)  # fmt: skip (kind, plan, load, run, actual spends, bundle)

@@ -1,9 +1,10 @@
-"""A release's configuration and its privacy plan, fixed before the real data is read.
+"""The plan of a synthetic release, fixed before the real data is read.
 
-`plan_release` turns the public schema and the configuration into a `ReleasePlan`: the
+`plan_release` turns the public schema and the settings (`dprelease.config.SyntheticConfig`)
+into a `SyntheticPlan`: the
 budget split between the generator and the weights, the generator (calibrated at
 construction), the weights' calibration, and the list of `PlannedSpend`s that the ledger
-reserves before any mechanism sees the data (PRIVACY_MODEL.md section 7). Everything here is
+reserves before any mechanism sees the data (docs/privacy-model.md section 7). Everything here is
 computed from public quantities: schema, configuration, the public synthetic size N_G.
 
 Defaults (all public functions of the schema and the arguments; the manifest records the
@@ -29,15 +30,19 @@ benchmarks/weights_fraction.py; pass --weights-fraction when choosing them.)
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass
 
 from dprelease import weights as weight_methods
+from dprelease.config import SyntheticConfig
 from dprelease.encoding import Encoder
 from dprelease.errors import InputError
 from dprelease.generators import Generator, make_generator
-from dprelease.privacy.accounting import Cap, PlannedSpend, Spend, compose, default_delta
+from dprelease.generators.base import CountsGenerator
+from dprelease.privacy.accounting import PlannedSpend, Spend, compose, default_delta
 from dprelease.privacy.mechanisms import DESCRIPTION_KEY
+from dprelease.release.pipeline import KindPlan
 from dprelease.schema import Schema
+from dprelease.weights.logistic_stream import STREAMING_WEIGHTS
 
 DEFAULT_N_SYNTHETIC = 20_000
 DEFAULT_GENERATOR = "marginals"
@@ -53,38 +58,28 @@ def weights_mechanism(method: str) -> str:
 
 
 @dataclass(frozen=True)
-class ReleaseConfig:
-    """Everything a curator chooses for one release; all of it public."""
+class SyntheticPlan(KindPlan):
+    """The public plan of one synthetic release: the settings with their defaults resolved,
+    the calibrated (unfitted) generator, the weights' calibration, and the spends."""
 
-    epsilon: float
-    delta: float | None = None
-    generator: str | None = None
-    generator_options: dict = field(default_factory=dict)
-    weights: str | None = None
-    weights_fraction: float | None = None
-    weights_options: dict = field(default_factory=dict)
-    n_synthetic: int | None = None
-    seed: int | None = None
-    on_out_of_bounds: str = "clip"
-    on_invalid_rows: str = "refuse"
-    drop_extra_columns: bool = False
-    temper: float = 1.0
-    allow_unreliable_weights: bool = False
-    secure_noise: bool = False
-
-
-@dataclass(frozen=True)
-class ReleasePlan:
-    """The public plan of one release."""
-
-    schema: Schema
-    config: ReleaseConfig
+    config: SyntheticConfig
     encoder: Encoder
     generator: Generator
     n_synthetic: int
     weights_fraction: float
     weights_budget: Spend
     weights_plan: dict
+
+    @property
+    def streams(self) -> bool:
+        """Whether the release reads the real table in chunks (`dprelease.io.stream`,
+        memory bounded by the chunk): a generator fitted from summed cell counts with weights
+        that read the real rows in chunks (`calibration`, the logistic ones) or not at all."""
+        return isinstance(self.generator, CountsGenerator) and self.config.weights in (
+            *STREAMING_WEIGHTS,
+            *weight_methods.CHUNKED_METHODS,
+            "none",
+        )
 
     @property
     def generator_spends(self) -> list[PlannedSpend]:
@@ -127,13 +122,9 @@ class ReleasePlan:
     def total(self) -> Spend:
         return compose(self.planned_spends)
 
-    @property
-    def cap(self) -> Cap:
-        return self.schema.budget.cap
-
     def configuration(self) -> dict:
         """The public configuration recorded in the manifest."""
-        config = asdict(self.config)
+        config = self.config.model_dump(mode="json")
         return {
             "release": {
                 key: config[key]
@@ -163,28 +154,29 @@ class ReleasePlan:
         }
 
 
-def resolve_defaults(schema: Schema, config: ReleaseConfig) -> ReleaseConfig:
-    """Fill in delta, generator and weights left unset (see the module docstring)."""
-    if not config.epsilon > 0:
-        raise InputError(f"--epsilon must be positive, got {config.epsilon}")
+def resolve_defaults(schema: Schema, config: SyntheticConfig) -> SyntheticConfig:
+    """Fill in delta, generator, weights and the number of rows left unset (see the module
+    docstring)."""
     delta = default_delta(schema.budget, config.epsilon) if config.delta is None else config.delta
-    return replace(
-        config,
-        delta=delta,
-        generator=config.generator or DEFAULT_GENERATOR,
-        weights=config.weights or DEFAULT_WEIGHTS,
+    return config.model_copy(
+        update={
+            "delta": delta,
+            "generator": config.generator or DEFAULT_GENERATOR,
+            "weights": config.weights or DEFAULT_WEIGHTS,
+            "n_synthetic": config.n_synthetic or default_n_synthetic(schema),
+        }
     )
 
 
-def plan_release(schema: Schema, config: ReleaseConfig) -> ReleasePlan:
-    """Validate the configuration and calibrate every mechanism from public quantities."""
+def plan_release(
+    schema: Schema, config: SyntheticConfig, *, evaluation: bool = False
+) -> SyntheticPlan:
+    """Validate the configuration and calibrate every mechanism from public quantities.
+
+    `evaluation=True` (the evaluation harness only; no release path sets it) admits the
+    non-private reference weights `logreg` and `mlp`, which a release refuses."""
     config = resolve_defaults(schema, config)
-    _check_release_budget(config)
-    if config.on_invalid_rows not in ("refuse", "drop"):
-        raise InputError(
-            f"--on-invalid-rows must be 'refuse' or 'drop', not {config.on_invalid_rows!r}"
-        )
-    if config.weights in weight_methods.NON_PRIVATE_METHODS:
+    if config.weights in weight_methods.NON_PRIVATE_METHODS and not evaluation:
         raise InputError(
             f"weights {config.weights!r} are not differentially private; they exist for "
             "benchmarks only and a release refuses them (use calibration, beta_debiased or dp_mlp)"
@@ -194,11 +186,6 @@ def plan_release(schema: Schema, config: ReleaseConfig) -> ReleasePlan:
             m for m in weight_methods.METHODS if m not in weight_methods.NON_PRIVATE_METHODS
         )
         raise InputError(f"unknown weights method {config.weights!r}; choose one of: {known}")
-    if not 0 < config.temper <= 1:
-        raise InputError(f"--temper must be in (0, 1], got {config.temper}")
-    n_synthetic = config.n_synthetic or default_n_synthetic(schema)
-    if n_synthetic < 1:
-        raise InputError("--n-synthetic must be at least 1")
     fraction = _weights_fraction(config)
     release = Spend(config.epsilon, config.delta)
     weights_budget = Spend(fraction * release.epsilon, fraction * release.delta)
@@ -215,27 +202,20 @@ def plan_release(schema: Schema, config: ReleaseConfig) -> ReleasePlan:
             f"generator {config.generator!r} has no probabilistic discriminator; choose "
             "another weights method or a DP-GAN generator"
         )
-    weights_plan = _plan_weights(config, weights_budget, encoder, n_synthetic)
-    return ReleasePlan(
+    weights_plan = _plan_weights(config, weights_budget, encoder, config.n_synthetic)
+    return SyntheticPlan(
         schema=schema,
         config=config,
         encoder=encoder,
         generator=generator,
-        n_synthetic=n_synthetic,
+        n_synthetic=config.n_synthetic,
         weights_fraction=fraction,
         weights_budget=weights_budget,
         weights_plan=weights_plan,
     )
 
 
-def _check_release_budget(config: ReleaseConfig) -> None:
-    if not config.epsilon > 0:
-        raise InputError(f"--epsilon must be positive, got {config.epsilon}")
-    if not 0 <= config.delta < 1:
-        raise InputError(f"--delta must be in [0, 1), got {config.delta}")
-
-
-def _weights_fraction(config: ReleaseConfig) -> float:
+def _weights_fraction(config: SyntheticConfig) -> float:
     if config.weights in BUDGET_FREE_WEIGHTS:
         if config.weights_fraction not in (None, 0):
             raise InputError(f"weights {config.weights!r} take no budget; drop --weights-fraction")
@@ -251,7 +231,9 @@ def _weights_fraction(config: ReleaseConfig) -> float:
     return fraction
 
 
-def _plan_weights(config: ReleaseConfig, budget: Spend, encoder: Encoder, n_synthetic: int) -> dict:
+def _plan_weights(
+    config: SyntheticConfig, budget: Spend, encoder: Encoder, n_synthetic: int
+) -> dict:
     if config.weights in BUDGET_FREE_WEIGHTS:
         return {"mechanism": "none" if config.weights == "none" else "post-processing"}
     if config.weights == SYNTHETIC_CALIBRATED_WEIGHTS:

@@ -1,94 +1,69 @@
-"""An adaptive-truncation release: public configuration and plan, run, bundle (spec 6).
+"""The adaptive-truncation release (seed 002; docs/adaptive-truncation.md section 6): a DP
+posterior of one column's normal model from one Laplace release per processed row.
 
-`plan_truncation_release(schema, config)` checks everything public (column type, how T is
-fixed, the engine, the prior) and computes the design; the CLI calls it before Prefect starts
-and the flow calls it again. `run_truncation_release` sees the real column (after the
-reservation); `truncation_bundle` turns the result into a `ReleaseBundle` for the generic
-writer. The release holds the transcript, posterior draws, trajectory and design, never the
-real row count, the clamped or raw values, the permutation or the noise draws.
+`TRUNCATION_PIPELINE` (`release.pipeline.Pipeline`):
+- `plan`: everything public (column type, how T is fixed, the engine, the prior, the
+  Fisher-information design (a*, b*)) and the spends;
+- `load`: the validated column, clipped to its bounds; a table below the schema's
+  `min_rows` is refused here, before any spend;
+- `run`: [DP row count ->] T, a uniformly random subset of T rows in random order, one
+  Laplace release per row, posterior updates (`inference.truncation`);
+- `bundle`: the transcript (every interval, noise scale and released value), posterior draws,
+  the trajectory, the design and the report; never the real row count, the clamped or raw
+  values, the permutation or the noise draws.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, replace
 from functools import partial
-from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
+from dprelease.config import PRIOR_KEYS, TruncationConfig
 from dprelease.errors import InputError
-from dprelease.inference.adaptive_truncation import (
+from dprelease.inference.truncation.design import TruncationDesign, design_truncation
+from dprelease.inference.truncation.engines import NormalPrior
+from dprelease.inference.truncation.online import (
     AdaptiveTruncationResult,
     check_engine,
     run_adaptive_truncation,
 )
-from dprelease.inference.truncation_design import TruncationDesign, design_truncation
-from dprelease.inference.truncation_engines import NormalPrior
-from dprelease.inference.truncation_privacy import (
+from dprelease.inference.truncation.privacy import (
     BELOW_MIN_ROWS,
-    TRUNCATION_MECHANISM,
     TruncationPlan,
     plan_truncation,
     privacy_statement,
     resolve_steps,
 )
-from dprelease.privacy.accounting import Cap, PlannedSpend
-from dprelease.privacy.ledger import LedgerEntry
+from dprelease.io.stream import load_validated
+from dprelease.privacy.accounting import PlannedSpend
 from dprelease.privacy.noise import NoiseSource
-from dprelease.release import ReleaseBundle
-from dprelease.schema import Schema
-from dprelease.verify_adaptive_truncation import (
+from dprelease.release.files import (
     DESIGN_FILE,
-    KIND,
-    POSTERIOR_FILE,
     TRAJECTORY_FILE,
     TRANSCRIPT_FILE,
+    TRUNCATION,
+    TRUNCATION_MECHANISM,
+    TRUNCATION_POSTERIOR_FILE,
 )
+from dprelease.release.pipeline import KindPlan, Pipeline, Source, one_step
+from dprelease.release.report.truncation import write_truncation_report
+from dprelease.release.writer import LedgerRecord, ReleaseBundle
+from dprelease.schema import Schema
 
 POSTERIOR_DRAWS = 4000
-PRIOR_KEYS = ("mu_mean", "mu_var", "sigma2_shape", "sigma2_scale")
 
 
 @dataclass(frozen=True)
-class TruncationConfig:
-    """Public configuration of one adaptive-truncation release (CLI options, spec 6.2)."""
+class TruncationReleasePlan(KindPlan):
+    """The public plan: schema, settings, privacy plan, design and prior; no data."""
 
-    column: str
-    epsilon: float
-    delta: float | None = None
-    n_steps: int | None = None
-    count_epsilon: float | None = None
-    max_steps: int = 10_000
-    min_steps: int = 50
-    family: str = "normal"
-    score: str = "mu"
-    engine: str = "ibis"
-    particles: int = 1000
-    prior: dict | None = None  # keys PRIOR_KEYS; None: the default prior from the bounds
-    seed: int | None = None  # post-processing only (Thompson draws, SMC, posterior draws)
-    secure_noise: bool = False
-    on_out_of_bounds: str = "clip"
-    on_invalid_rows: str = "refuse"
-    drop_extra_columns: bool = False
-
-
-@dataclass(frozen=True)
-class TruncationRelease:
-    """The public plan: schema, privacy plan, design and prior; all computed without data."""
-
-    schema: Schema
     config: TruncationConfig
-    plan: TruncationPlan
+    privacy: TruncationPlan
     design: TruncationDesign
     prior: NormalPrior
-    planned_spends: list[PlannedSpend] = field(default_factory=list)
-
-    @property
-    def cap(self) -> Cap:
-        """The schema's cap (what the ledger checks before the data is read)."""
-        return self.schema.budget.cap
+    planned_spends: list[PlannedSpend]
 
     def actual_spends(self, n_steps: int) -> list[PlannedSpend]:
         """The planned spends with T filled in (what the ledger commits)."""
@@ -102,11 +77,11 @@ class TruncationRelease:
     def configuration(self) -> dict:
         """Public configuration recorded in the manifest."""
         return {
-            **asdict(self.config),
+            **self.config.model_dump(mode="json"),
             "prior": self.prior.to_dict(),
-            "t_from": self.plan.variant,
-            "delta_T": self.plan.delta,
-            "count_epsilon": self.plan.count_epsilon or None,
+            "t_from": self.privacy.variant,
+            "delta_T": self.privacy.delta,
+            "count_epsilon": self.privacy.count_epsilon or None,
         }
 
 
@@ -129,9 +104,9 @@ def parse_prior(text: str | None) -> dict | None:
     return values
 
 
-def plan_truncation_release(schema: Schema, config: TruncationConfig) -> TruncationRelease:
+def plan_truncation_release(schema: Schema, config: TruncationConfig) -> TruncationReleasePlan:
     """Check the public inputs (InputError, exit 2) and compute the design and the spends."""
-    plan = plan_truncation(
+    privacy = plan_truncation(
         schema, config.column, config.epsilon, delta=config.delta, n_steps=config.n_steps,
         count_epsilon=config.count_epsilon, max_steps=config.max_steps,
         min_steps=config.min_steps,
@@ -146,17 +121,15 @@ def plan_truncation_release(schema: Schema, config: TruncationConfig) -> Truncat
         design = design_truncation(config.family, float(config.epsilon), config.score)
     except ValueError as error:
         raise InputError(str(error)) from None
-    if config.particles < 10:
-        raise InputError("--particles must be at least 10")
     if config.prior is None:
-        prior = NormalPrior.from_bounds(*plan.bounds)
+        prior = NormalPrior.from_bounds(*privacy.bounds)
     else:
         try:
             prior = NormalPrior(**config.prior)
         except (TypeError, ValueError) as error:
             raise InputError(f"--prior: {error}") from None
-    spends = plan.planned_spends(design.to_dict())
-    return TruncationRelease(schema, config, plan, design, prior, spends)
+    spends = privacy.planned_spends(design.to_dict())
+    return TruncationReleasePlan(schema, config, privacy, design, prior, spends)
 
 
 @dataclass(frozen=True)
@@ -168,23 +141,28 @@ class TruncationOutcome:
     dp_row_count: float | None
 
 
-def check_min_rows(release: TruncationRelease, n_rows: int) -> None:
-    """Variant "min_rows": refuse a table below the schema's min_rows BEFORE the reservation
-    (spec 4.3); the message carries no count."""
-    plan = release.plan
-    if plan.variant == "min_rows" and plan.n_steps is not None and n_rows < plan.n_steps:
+def load_column(plan: TruncationReleasePlan, source: Source) -> np.ndarray:
+    """The column's validated values, clipped to its bounds. Variant "min_rows": a table below
+    the schema's min_rows is refused BEFORE the reservation (spec 4.3); the message carries no
+    count."""
+    table = load_validated(source, plan.schema, plan.config)
+    values = table[plan.config.column].to_numpy(dtype=float)
+    privacy = plan.privacy
+    below = privacy.n_steps is not None and len(values) < privacy.n_steps
+    if privacy.variant == "min_rows" and below:
         raise InputError(BELOW_MIN_ROWS)
+    return values
 
 
-def run_truncation_release(
-    release: TruncationRelease, values: np.ndarray, noise: NoiseSource
+def run_truncation(
+    plan: TruncationReleasePlan, values: np.ndarray, noise: NoiseSource
 ) -> TruncationOutcome:
     """Fix T (DP count if needed) and run the mechanism; only after the reservation."""
-    n_steps, noisy = resolve_steps(release.plan, len(values), noise)
-    config = release.config
+    n_steps, noisy = resolve_steps(plan.privacy, len(values), noise)
+    config = plan.config
     result = run_adaptive_truncation(
-        values, n_steps, design=release.design, prior=release.prior,
-        bounds=release.plan.bounds, epsilon=config.epsilon, noise=noise,
+        values, n_steps, design=plan.design, prior=plan.prior,
+        bounds=plan.privacy.bounds, epsilon=config.epsilon, noise=noise,
         rng=np.random.default_rng(config.seed), engine=config.engine,
         n_particles=config.particles,
     )  # fmt: skip
@@ -192,32 +170,24 @@ def run_truncation_release(
 
 
 def truncation_bundle(
-    release: TruncationRelease,
-    outcome: TruncationOutcome,
-    *,
-    release_id: str,
-    ledger_entries: Sequence[LedgerEntry],
-    release_entry_ids: Sequence[int],
-    cap: Cap,
+    plan: TruncationReleasePlan, outcome: TruncationOutcome, record: LedgerRecord
 ) -> ReleaseBundle:
-    """The release bundle (spec 6.5): DP outputs and public metadata only. `cap` is the
-    dataset's cap as the ledger records it (with its accountant, `Ledger.cap`)."""
+    """The release bundle (spec 6.5): DP outputs and public metadata only."""
     result = outcome.result
-    draws = result.posterior_draws(np.random.default_rng(release.config.seed), POSTERIOR_DRAWS)
+    draws = result.posterior_draws(np.random.default_rng(plan.config.seed), POSTERIOR_DRAWS)
     design = result.design.to_dict()
-    summary = result.posterior.summary()
     manifest_extra = {
-        "column": release.config.column,
-        "family": release.config.family,
+        "column": plan.config.column,
+        "family": plan.config.family,
         "engine": result.engine,
-        "epsilon": release.config.epsilon,
+        "epsilon": plan.config.epsilon,
         "n_steps": outcome.n_steps,
-        "t_from": release.plan.variant,
+        "t_from": plan.privacy.variant,
         "design": design,
-        "posterior_summary": summary,
+        "posterior_summary": result.posterior.summary(),
         "resample_moves": result.resample_moves,
-        "truncation_statement": privacy_statement(release.plan, outcome.n_steps),
-        "on_invalid_rows": release.config.on_invalid_rows,
+        "truncation_statement": privacy_statement(plan.privacy, outcome.n_steps),
+        "on_invalid_rows": plan.config.on_invalid_rows,
     }
     if outcome.dp_row_count is not None:
         manifest_extra["dp_row_count"] = {
@@ -225,113 +195,25 @@ def truncation_bundle(
             "note": "Laplace count of the rows (a DP output, scale 1/count_epsilon), not the "
             "real row count",
         }
-    return ReleaseBundle(
-        kind=KIND,
-        dataset=release.schema.dataset,
-        release_id=release_id,
-        ledger_entries=ledger_entries,
-        release_entry_ids=release_entry_ids,
-        cap=cap,
-        schema=release.schema.public_dict(),
-        configuration=release.configuration(),
+    return plan.release_bundle(
+        TRUNCATION,
+        record,
+        plan.configuration(),
         report=partial(
             write_truncation_report, transcript=result.transcript, trajectory=result.trajectory
         ),
         tables={
             TRANSCRIPT_FILE: result.transcript,
-            POSTERIOR_FILE: draws,
+            TRUNCATION_POSTERIOR_FILE: draws,
             TRAJECTORY_FILE: result.trajectory,
         },
         json_files={DESIGN_FILE: design},
         manifest_extra=manifest_extra,
-        invalid_rows=release.config.on_invalid_rows,
     )
 
 
-FIGURE_TRAJECTORY = "trajectory.png"
-
-
-def trajectory_figure(transcript: pd.DataFrame, trajectory: pd.DataFrame):  # noqa: ANN201
-    """Posterior mean and 5-95 % band of mu and sigma per step, with the intervals [l_t, r_t]
-    (the paper's Figure 2 without the particle clouds). matplotlib is imported here."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, (top, bottom) = plt.subplots(2, 1, figsize=(7, 6), sharex=True)
-    top.fill_between(trajectory.t, trajectory.mu_q05, trajectory.mu_q95, alpha=0.3,
-                     label="5-95 % posterior")  # fmt: skip
-    top.plot(trajectory.t, trajectory.mu_mean, color="red", lw=1, label="posterior mean")
-    top.plot(transcript.t, transcript.l, color="0.4", lw=0.5, label="interval [l_t, r_t]")
-    top.plot(transcript.t, transcript.r, color="0.4", lw=0.5)
-    centre, spread = trajectory.mu_mean.iloc[-1], max(trajectory.mu_sd.iloc[-1], 1e-12)
-    top.set_ylim(centre - 40 * spread, centre + 40 * spread)
-    top.set_ylabel("mu")
-    top.legend(fontsize=7, loc="upper right")
-    bottom.fill_between(trajectory.t, trajectory.sigma_q05, trajectory.sigma_q95, alpha=0.3)
-    bottom.plot(trajectory.t, trajectory.sigma_mean, color="red", lw=1)
-    bottom.set_yscale("log")
-    bottom.set_ylabel("sigma")
-    bottom.set_xlabel("t (rows processed)")
-    figure.tight_layout()
-    return figure
-
-
-def write_truncation_report(
-    directory: Path, manifest: dict, transcript: pd.DataFrame, trajectory: pd.DataFrame
-) -> None:
-    """report.md and trajectory.png (the `report` callable of the bundle)."""
-    import matplotlib.pyplot as plt
-
-    from dprelease.report_common import (
-        budget_section,
-        header_section,
-        human,
-        privacy_section,
-        verification_section,
-        write_markdown,
-    )
-
-    figure = trajectory_figure(transcript, trajectory)
-    figure.savefig(directory / FIGURE_TRAJECTORY, dpi=100)
-    plt.close(figure)
-    s, design = manifest["posterior_summary"], manifest["design"]
-    column, n_steps = manifest["column"], manifest["n_steps"]
-    lines = [
-        *header_section(manifest, "Adaptive-truncation posterior release"),
-        *privacy_section(manifest),
-        f"- Mechanism: {manifest['truncation_statement']}.",
-        "",
-        "## Posterior of the column's normal model",
-        "",
-        f"Column `{column}` modelled as N(mu, sigma^2); {n_steps} rows processed, each "
-        "released once as its value clamped to [l_t, r_t] plus Laplace noise of scale "
-        f"(r_t - l_t)/{human(manifest['epsilon'])}. Engine `{manifest['engine']}` "
-        "(SMC on (mu, sigma) with the exact likelihood of the released values).",
-        "",
-        "| parameter | posterior mean | sd | 5 % | 95 % |",
-        "| --- | --- | --- | --- | --- |",
-    ]
-    for name in ("mu", "sigma"):
-        lines.append(
-            f"| {name} | {human(s[f'{name}_mean'])} | {human(s[f'{name}_sd'])} "
-            f"| {human(s[f'{name}_q05'])} | {human(s[f'{name}_q95'])} |"
-        )
-    lines += [
-        "",
-        f"Intervals: m + [{design['a']}, {design['b']}] c for (m, c) a Thompson draw from the "
-        "current posterior (Fisher-information design, score "
-        f"`{design['score']}`), intersected with the schema bounds.",
-        "",
-        f"![posterior trajectory]({FIGURE_TRAJECTORY})",
-        "",
-    ]
-    if "dp_row_count" in manifest:
-        lines += [
-            f"T was fixed from a DP row count ({human(manifest['dp_row_count']['value'])}, a "
-            "Laplace-noised count, not the real number of rows).",
-            "",
-        ]
-    lines += [*budget_section(directory, manifest), *verification_section(manifest)]
-    write_markdown(directory, lines)
+TRUNCATION_PIPELINE = Pipeline(
+    TRUNCATION, plan_truncation_release, load_column,
+    one_step("run-adaptive-truncation", run_truncation),
+    lambda plan, outcome: plan.actual_spends(outcome.n_steps), truncation_bundle,
+)  # fmt: skip (kind, plan, load, run, actual spends, bundle)

@@ -1,14 +1,16 @@
 """Writing a release directory atomically: one writer for every kind of release.
 
 A release is a directory `releases/<dataset>/<release_id>/` holding only DP outputs, their
-post-processing and public metadata (PRIVACY_MODEL.md section 8). Every kind (DP synthetic
+post-processing and public metadata (docs/privacy-model.md section 8). Every kind (DP synthetic
 data, adaptive-truncation posteriors, ABCDP posteriors) hands this module a `ReleaseBundle`;
 the writer adds what all kinds share:
 
 - `ledger.parquet`: the dataset's ledger entries up to and including this release;
 - `manifest.json`: kind, release id, UTC time, schema, configuration, package versions, the
-  privacy statement (this release's spend, the dataset's total, the cap, the accountant) and
-  the sha256 of every other file (`dprelease verify` recomputes them);
+  privacy statement (this release's spend, the dataset's total, the cap, the accountant that
+  enforces it and its total; for an rdp dataset also the PLD figure, labelled as valid for a
+  sequence of mechanisms fixed in advance; a warning when the cap's delta exceeds 1 / max_rows)
+  and the sha256 of every other file (`dprelease verify` recomputes them);
 - the release id and privacy statement as Arrow key-value metadata of every Parquet file;
 - `report.md` (written by the kind's `report` callable, which receives the manifest).
 
@@ -24,7 +26,7 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import metadata
@@ -33,13 +35,18 @@ from uuid import uuid4
 
 import pandas as pd
 
-from dprelease.privacy.accountants import BASIC, spent_under_accountant
-from dprelease.privacy.accounting import NEIGHBOURING, Cap, Spend, compose
+from dprelease.privacy.accountants import (
+    BASIC,
+    FIXED_IN_ADVANCE,
+    PLD,
+    RDP,
+    RDP_FILTER,
+    compose_history,
+)
+from dprelease.privacy.accounting import NEIGHBOURING, Cap, Spend, cap_delta_warning, compose
 from dprelease.privacy.ledger import LedgerEntry
+from dprelease.release.files import LEDGER_FILE, MANIFEST_FILE, REPORT_FILE
 
-LEDGER_FILE = "ledger.parquet"
-MANIFEST_FILE = "manifest.json"
-REPORT_FILE = "report.md"
 VERSIONED_PACKAGES = (
     "dprelease",
     "numpy",
@@ -51,15 +58,24 @@ VERSIONED_PACKAGES = (
     "opacus",
     "dp-accounting",
     "opendp",
-    "great-expectations",
     "prefect",
 )
 
 
+RELEASE_TIME_FORMAT = "%Y%m%dT%H%M%SZ"
+
+
 def new_release_id(now: datetime | None = None) -> str:
-    """A sortable, unique id: UTC timestamp plus 8 random hex digits."""
+    """A sortable, unique id: UTC timestamp plus 8 random hex digits. Taken before the real
+    data is read (`release.pipeline`), its time is the release's published time."""
     now = now or datetime.now(UTC)
-    return f"{now:%Y%m%dT%H%M%SZ}-{uuid4().hex[:8]}"
+    return f"{now:{RELEASE_TIME_FORMAT}}-{uuid4().hex[:8]}"
+
+
+def release_time(release_id: str) -> datetime:
+    """The UTC time in a release id (`created_at` of the manifest)."""
+    stamp = release_id.split("-", 1)[0]
+    return datetime.strptime(stamp, RELEASE_TIME_FORMAT).replace(tzinfo=UTC)
 
 
 INVALID_ROWS_CLAUSES = {
@@ -81,24 +97,48 @@ def privacy_statement(
     accountant: str = BASIC,
     invalid_rows: str = "refuse",
     accountant_total: Spend | None = None,
+    fixed_in_advance: Spend | None = None,
+    warning: str | None = None,
 ) -> str:
-    """The sentence every release carries (PRIVACY_MODEL.md sections 1 and 7): this release's
-    spend, the dataset's total under basic composition and, for a tight accountant, under
-    that accountant (the one the cap is checked with), the cap, and the invalid-row policy."""
+    """The sentence every release carries (docs/privacy-model.md sections 1 and 7): this release's
+    spend, the dataset's total under basic composition and, for the rdp accountant, under the
+    Rényi filter (the accountant that enforces the cap, valid for releases chosen adaptively),
+    the cap, the PLD figure when given (valid only for a sequence fixed in advance, never used
+    to admit a release), the cap's delta warning and the invalid-row policy."""
     tight = (
-        f"; under {accountant} composition epsilon={accountant_total.epsilon:.6g}, "
+        f"; under {accountant} composition ({RDP_FILTER}, valid for releases chosen after "
+        f"earlier ones were seen) epsilon={accountant_total.epsilon:.6g}, "
         f"delta={accountant_total.delta:.6g}"
         if accountant != BASIC and accountant_total is not None
         else ""
     )
+    reported = (
+        f"; {PLD} composition gives epsilon={fixed_in_advance.epsilon:.6g}, "
+        f"delta={fixed_in_advance.delta:.6g}, {FIXED_IN_ADVANCE} only (reported, never used "
+        "to admit a release)"
+        if fixed_in_advance is not None
+        else ""
+    )
+    caution = f"; warning: {warning}" if warning is not None else ""
     return (
         f"(epsilon, delta)-DP for the add/remove of one row of the real table; this release "
         f"spent epsilon={release_spend.epsilon:.6g}, delta={release_spend.delta:.6g}; "
         f"dataset total epsilon={dataset_total.epsilon:.6g}, delta={dataset_total.delta:.6g} "
         f"(basic composition){tight}, of cap epsilon={cap.epsilon:.6g}, "
-        f"delta={cap.delta:.6g} checked with the {accountant} accountant; "
+        f"delta={cap.delta:.6g} checked with the {accountant} accountant{reported}{caution}; "
         f"{INVALID_ROWS_CLAUSES[invalid_rows]}"
     )
+
+
+@dataclass(frozen=True)
+class LedgerRecord:
+    """What a release carries from the ledger: its id, its own entries' ids, the dataset's
+    entries up to and including them, and the cap as recorded (with its accountant)."""
+
+    release_id: str
+    entry_ids: tuple[int, ...]
+    entries: list[LedgerEntry]
+    cap: Cap
 
 
 @dataclass(frozen=True)
@@ -111,10 +151,7 @@ class ReleaseBundle:
 
     kind: str
     dataset: str
-    release_id: str
-    ledger_entries: Sequence[LedgerEntry]
-    release_entry_ids: Sequence[int]
-    cap: Cap
+    record: LedgerRecord
     schema: dict
     configuration: dict
     report: Callable[[Path, dict], None]
@@ -124,14 +161,18 @@ class ReleaseBundle:
     invalid_rows: str = "refuse"
 
     @property
+    def release_id(self) -> str:
+        return self.record.release_id
+
+    @property
     def release_spend(self) -> Spend:
         """Basic composition of this release's own ledger entries."""
-        ids = set(self.release_entry_ids)
-        return compose(Spend(e.epsilon, e.delta) for e in self.ledger_entries if e.id in ids)
+        ids = set(self.record.entry_ids)
+        return compose(Spend(e.epsilon, e.delta) for e in self.record.entries if e.id in ids)
 
     @property
     def dataset_total(self) -> Spend:
-        return compose(Spend(e.epsilon, e.delta) for e in self.ledger_entries)
+        return compose(Spend(e.epsilon, e.delta) for e in self.record.entries)
 
 
 def write_release(bundle: ReleaseBundle, out_dir: str | Path) -> Path:
@@ -158,22 +199,53 @@ def write_release(bundle: ReleaseBundle, out_dir: str | Path) -> Path:
 
 
 def _manifest(bundle: ReleaseBundle) -> dict:
-    release, total = bundle.release_spend, bundle.dataset_total
-    tight, accountant = spent_under_accountant(bundle.ledger_entries, bundle.cap)
-    stated = {"accountant_total": {"epsilon": tight.epsilon, "delta": tight.delta}}
+    """The manifest. `accountant` is the accountant that enforces the cap (`rdp` for a dataset
+    recorded as `pld`, which `recorded_accountant` then names), `accountant_total` its figure
+    (rdp only), `fixed_in_advance_total` the reported PLD figure (rdp only)."""
+    release, total, cap = bundle.release_spend, bundle.dataset_total, bundle.record.cap
+    if cap.accountant is None:
+        raise ValueError("which accountant? pass the dataset's cap from Ledger.cap(dataset)")
+    composition = compose_history(bundle.record.entries, cap, cap.accountant, report_pld=True)
+    accountant, tight, reported = (
+        composition.accountant,
+        composition.enforced,
+        composition.fixed_in_advance,
+    )
+    warning = cap_delta_warning(cap.delta, bundle.schema.get("max_rows"))
+    extra: dict = {}
+    if accountant == RDP:
+        extra["accountant_total"] = {"epsilon": tight.epsilon, "delta": tight.delta}
+    if cap.accountant != accountant:
+        extra["recorded_accountant"] = cap.accountant
+    if reported is not None:
+        extra["fixed_in_advance_total"] = {
+            "accountant": PLD,
+            "epsilon": reported.epsilon,
+            "delta": reported.delta,
+            "valid_for": FIXED_IN_ADVANCE,
+        }
+    if warning is not None:
+        extra["warnings"] = [warning]
     return {
         "kind": bundle.kind,
         "release_id": bundle.release_id,
         "dataset": bundle.dataset,
-        "created_at": datetime.now(UTC).isoformat(),
+        "created_at": release_time(bundle.release_id).isoformat(),
         "privacy_statement": privacy_statement(
-            release, total, bundle.cap, accountant, bundle.invalid_rows, tight
+            release,
+            total,
+            cap,
+            accountant,
+            bundle.invalid_rows,
+            tight if accountant == RDP else None,
+            reported,
+            warning,
         ),
         "release_spend": {"epsilon": release.epsilon, "delta": release.delta},
         "dataset_total": {"epsilon": total.epsilon, "delta": total.delta},
-        "cap": {"epsilon": bundle.cap.epsilon, "delta": bundle.cap.delta},
+        "cap": {"epsilon": cap.epsilon, "delta": cap.delta},
         "accountant": accountant,
-        **(stated if accountant != BASIC else {}),
+        **extra,
         "neighbouring": NEIGHBOURING,
         "on_invalid_rows": bundle.invalid_rows,
         **bundle.manifest_extra,
@@ -196,10 +268,13 @@ def _write_data_files(bundle: ReleaseBundle, statement: str, directory: Path) ->
         arrow = pa.Table.from_pandas(table, preserve_index=False)
         arrow = arrow.replace_schema_metadata({**(arrow.schema.metadata or {}), **stamp})
         pq.write_table(arrow, directory / name)
-    ledger = pd.DataFrame([entry.as_dict() for entry in bundle.ledger_entries])
+    ledger = pd.DataFrame([entry.as_dict() for entry in bundle.record.entries])
     for column in ("params", "description"):  # JSON text: one Arrow type for any content
         if column in ledger:
             ledger[column] = ledger[column].map(lambda value: json.dumps(value, sort_keys=True))
+    for column in ("reserved_at", "committed_at"):  # dates only: a time would time data steps
+        if column in ledger:
+            ledger[column] = ledger[column].map(lambda value: value and value[:10])
     pq.write_table(pa.Table.from_pandas(ledger, preserve_index=False), directory / LEDGER_FILE)
     for name, content in bundle.json_files.items():
         (directory / name).write_text(json.dumps(content, indent=2) + "\n")

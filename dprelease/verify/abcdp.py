@@ -1,6 +1,6 @@
 """Verification checks of an "abcdp" release (registered into `KIND_CHECKS`).
 
-The release (spec abcdp.md 7.6) holds `posterior.parquet` (one row per accepted sample: the
+The release (docs/abcdp.md section 7.6) holds `posterior.parquet` (one row per accepted sample: the
 model's parameters and `draw_index`) and `draws.parquet` (every tested prior draw with its DP
 indicator `accepted`). Checked against the manifest and the release's own ledger entries:
 
@@ -18,7 +18,7 @@ indicator `accepted`). Checked against the manifest and the release's own ledger
 - `abcdp-posterior`: `posterior.parquet` is exactly the accepted rows of `draws.parquet`
   (same draw indices, same parameter values) and the manifest's posterior mean is theirs.
 (`no-row-count`, that no manifest field is named like a real row count, is a common check of
-`dprelease.verify` for every kind.)
+`dprelease.verify.release` for every kind.)
 """
 
 from __future__ import annotations
@@ -30,16 +30,14 @@ from pathlib import Path
 
 import numpy as np
 
-from dprelease.verify import KIND_CHECKS, Check, read_parquet
+from dprelease.release.files import ABCDP as KIND
+from dprelease.release.files import ABCDP_POSTERIOR_FILE as POSTERIOR_FILE
+from dprelease.release.files import COUNT_MECHANISM, DRAWS_FILE, LEDGER_FILE, SVT_MECHANISM
+from dprelease.release.files import SVT_VARIANTS as VARIANTS
+from dprelease.verify.release import KIND_CHECKS, Check, read_parquet
 
 # the same walk over the manifest as the adaptive-truncation kind (one definition)
 
-KIND = "abcdp"
-POSTERIOR_FILE = "posterior.parquet"
-DRAWS_FILE = "draws.parquet"
-COUNT_MECHANISM = "dp_row_count"
-SVT_MECHANISM = "abcdp_svt"
-VARIANTS = {False: "lyu17-alg1", True: "dwork-roth-sparse"}
 RTOL = 1e-9
 
 
@@ -68,7 +66,7 @@ def _model(manifest: dict) -> Check:
 def _ledger(directory: Path, manifest: dict) -> Check:
     rows = [
         r
-        for r in read_parquet(directory / "ledger.parquet").to_pylist()
+        for r in read_parquet(directory / LEDGER_FILE).to_pylist()
         if r["release_id"] == manifest["release_id"]
     ]
     count = [r for r in rows if r["mechanism"] == COUNT_MECHANISM]

@@ -1,6 +1,6 @@
 """The verifier's primitives: a named check, a manifest spend, a Parquet read.
 
-Shared by `verify.py`, `verify_budget.py` and the kind modules; imports only
+Shared by `verify/release.py`, `verify/budget.py` and the kind modules; imports only
 `dprelease.privacy.accounting` (see `verify.py` for why).
 """
 

@@ -3,10 +3,12 @@
 A recipient runs this on a release they received (`dprelease verify RELEASE_DIR`). It reads
 only the files of the release, with pyarrow, json and hashlib (plus numpy for arithmetic);
 it never opens the publisher's ledger database, starts Prefect or imports a generator, so its
-verdict does not rest on the code that produced the release. The one piece of dprelease it
-imports (in `verify_check.py` and `verify_budget.py`) is `dprelease.privacy.accounting` (the
+verdict does not rest on the code that produced the release. The pieces of dprelease it
+imports (in `verify/check.py` and `verify/budget.py`) are `dprelease.privacy.accounting` (the
 definition of basic composition and of "fits within the cap", numpy-free and
-dependency-free), so the verifier and the ledger cannot disagree about what the cap means.
+dependency-free) and, for releases of an rdp dataset only, `dprelease.privacy.accountants`
+(the Rényi filter's definition), so the verifier and the ledger cannot disagree about what the
+cap means, and `dprelease.release.files` (the file names and formats the writer also uses).
 
 Common checks (every kind; a manifest without `kind` is a "synthetic" release, as written
 before release kinds existed):
@@ -21,33 +23,32 @@ before release kinds existed):
   of them is `spent`.
 - `ledger-dataset-total`: all rows sum to the manifest's `dataset_total`.
 - `cap`: the manifest's cap is the schema's budget (the ledger refuses any other cap).
-- `within-cap`: the dataset total fits the cap -- under basic composition, or, when the
-  manifest names another `accountant` (`accountant`: its name, `accountant_total`: its
-  {epsilon, delta} for the dataset, as `dprelease.privacy.accountants` computes it at the
-  cap's delta), under basic composition or that total (both are valid guarantees; a tight
-  accountant may admit a basic sum above the cap, that is the point of it).
-- `accountant` (only with an accountant other than basic): it states its total, and that
-  total is no larger than the basic sum: an accountant's epsilon at a delta no smaller than
-  the basic delta sum can never exceed the basic epsilon sum (the privacy profile
-  epsilon(delta) is non-increasing and basic composition is a valid bound). At a smaller
-  delta no such comparison holds, so only the cap is checked then.
+- `release-delta`: this release's delta is at most the cap's delta (no accountant can admit
+  more; a release that records more is refused by the ledger).
+- `within-cap`: the dataset total fits the cap under the accountant that enforces it: basic
+  composition, or, when the manifest names `rdp` (or `pld`, the name such datasets had
+  before; they are enforced with rdp), the Rényi filter's total recomputed from the typed
+  descriptions in `ledger.parquet` (never the PLD figure, which is reported only).
+- `accountant` (rdp and pld only): an rdp manifest states its total (`accountant_total`) and
+  it equals the recomputed one; a pld manifest is said to be checked with rdp.
 - `parquet-metadata`: every Parquet file but the ledger carries the manifest's release id,
   kind and privacy statement in its Arrow metadata (so a table separated from its manifest
   still says what it is, and a manifest edited away from the tables is caught).
 - `privacy-statement`: every `epsilon=`/`delta=` number in the manifest's statement is the
-  release spend, the dataset total, the cap or the accountant's total, and the first three
+  release spend, the dataset total, the cap, the accountant's total or the reported PLD
+  figure (`fixed_in_advance_total`), and the first three
   are all stated, and it names the accountant: a statement edited away from the numbers is
   caught.
 
 Kind-specific checks: `KIND_CHECKS[kind](release_dir, manifest) -> list[Check]`. Registry
 design (no import cycles, nothing imported that a release does not need): a kind's check
-function lives in a small module that does `from dprelease.verify import KIND_CHECKS, Check`
+function lives in a small module that does `from dprelease.verify.release import KIND_CHECKS, Check`
 and registers itself at import time (`KIND_CHECKS["abcdp"] = check_abcdp_release`);
-`verify.py` never imports those modules at its top level. It imports the module named in
+this module never imports those modules at its top level. It imports the module named in
 `KIND_MODULES[kind]` lazily, the first time a release of that kind is verified. The table is
 explicit on purpose: the `kind` string comes from an untrusted manifest and must never be
-turned into a module name. `dprelease/verify_synthetic.py` is the "synthetic" kind's module
-and the pattern for the others (`dprelease/verify_<kind>.py`, importing no more than this
+turned into a module name. `dprelease/verify/synthetic.py` is the "synthetic" kind's module
+and the pattern for the others (`dprelease/verify/<kind>.py`, importing no more than this
 module does).
 
 What verification does not prove: the manifest is not signed, so someone who rewrites every
@@ -64,13 +65,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from dprelease.verify_budget import LEDGER_FILE, ledger_checks, statement_check
-from dprelease.verify_check import Check, read_parquet
+from dprelease.release.files import LEDGER_FILE, MANIFEST_FILE, SYNTHETIC
+from dprelease.verify.budget import ledger_checks, statement_check
+from dprelease.verify.check import Check, read_parquet
 
 __all__ = ["KIND_CHECKS", "Check", "VerificationResult", "read_parquet", "verify_release"]
 
-MANIFEST_FILE = "manifest.json"
-DEFAULT_KIND = "synthetic"
+DEFAULT_KIND = SYNTHETIC
 REQUIRED_MANIFEST = {
     "release_id": str,
     "dataset": str,
@@ -107,9 +108,9 @@ KIND_CHECKS: dict[str, KindChecks] = {}
 ROW_COUNT_KEYS = ("n_rows", "row_count", "num_rows", "n_real", "rows")
 # kind -> module that registers its checks into KIND_CHECKS when imported.
 KIND_MODULES: dict[str, str] = {
-    "synthetic": "dprelease.verify_synthetic",
-    "adaptive-truncation": "dprelease.verify_adaptive_truncation",
-    "abcdp": "dprelease.verify_abcdp",
+    "synthetic": "dprelease.verify.synthetic",
+    "adaptive-truncation": "dprelease.verify.truncation",
+    "abcdp": "dprelease.verify.abcdp",
 }
 
 
@@ -130,7 +131,7 @@ def verify_release(path: str | Path) -> VerificationResult:
 
 
 def _no_row_count(manifest: dict) -> Check:
-    """No field of the manifest is named like a real row count (PRIVACY_MODEL.md section 8)."""
+    """No field of the manifest is named like a real row count (docs/privacy-model.md section 8)."""
     found = []
 
     def walk(value: object, path: str) -> None:

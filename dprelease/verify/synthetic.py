@@ -1,4 +1,4 @@
-"""Verification checks of a "synthetic" release (registered into `dprelease.verify.KIND_CHECKS`).
+"""Verification checks of a "synthetic" release (registered into `verify.release.KIND_CHECKS`).
 
 `synthetic.parquet` is checked against the manifest's public schema only (never against
 anything the publisher's code computes):
@@ -14,7 +14,7 @@ anything the publisher's code computes):
 - `weights`: `weight` finite, non-negative, mean 1 (tolerance `WEIGHT_MEAN_TOL`);
   `log-weights`: `log_weight` finite.
 - `weights-consistent`: `weight` is the released log weights, Pareto-smoothed and
-  self-normalised (PRIVACY_MODEL.md section 3; main paper supplement A.2). PSIS leaves every
+  self-normalised (docs/privacy-model.md section 3; main paper supplement A.2). PSIS leaves every
   log weight outside its upper tail unchanged and smooths the tail monotonically, so (a)
   `weight` is a non-decreasing function of `log_weight` and (b) outside the tail (the rows
   below the `tail_length`-th largest log weight) `log(weight) - temper * log_weight` is one
@@ -31,11 +31,9 @@ from pathlib import Path
 
 import numpy as np
 
-from dprelease.verify import KIND_CHECKS, Check, read_parquet
+from dprelease.release.files import DIAGNOSTICS_FILE, SYNTHETIC_FILE, WEIGHT_COLUMNS
+from dprelease.verify.release import KIND_CHECKS, Check, read_parquet
 
-SYNTHETIC_FILE = "synthetic.parquet"
-DIAGNOSTICS_FILE = "diagnostics.json"
-WEIGHT_COLUMNS = ("weight", "log_weight")
 WEIGHT_MEAN_TOL = 1e-6
 # Outside the PSIS tail log(weight) - temper * log_weight is constant up to float64 rounding
 # of the normalisation (relative 1e-15 of the log weights' magnitude).

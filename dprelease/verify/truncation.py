@@ -1,9 +1,9 @@
 """Verification checks of an "adaptive-truncation" release (registered into `KIND_CHECKS`).
 
-The release (spec 002 section 6.5) holds `transcript.parquet` (one row per processed row:
-t, l, r, noise_scale, y and the Thompson draw), `posterior.parquet` (equally weighted draws of
-mu and sigma), `trajectory.parquet` (posterior summaries per step) and `design.json`. They are
-checked against the manifest, the public schema and the release's own ledger entries only:
+The release (docs/adaptive-truncation.md section 6.5) holds `transcript.parquet` (one row per
+processed row: t, l, r, noise_scale, y and the Thompson draw), `posterior.parquet` (equally weighted
+draws of mu and sigma), `trajectory.parquet` (posterior summaries per step) and `design.json`. They
+are checked against the manifest, the public schema and the release's own ledger entries only:
 
 - `truncation-files`: the four files are listed in the manifest.
 - `truncation-ledger`: this release's `adaptive_truncation_laplace` entry exists, names the
@@ -18,7 +18,7 @@ checked against the manifest, the public schema and the release's own ledger ent
 - `trajectory`: T rows, t = 1..T, 5 % <= 95 % quantiles.
 - `design`: `design.json` equals the manifest's design and its epsilon is the release's.
 (`no-row-count`, that no manifest field is named like a real row count, is a common check of
-`dprelease.verify` for every kind.)
+`dprelease.verify.release` for every kind.)
 """
 
 from __future__ import annotations
@@ -29,19 +29,19 @@ from pathlib import Path
 
 import numpy as np
 
-from dprelease.verify import KIND_CHECKS, Check, read_parquet
+from dprelease.release.files import (
+    DESIGN_FILE,
+    LEDGER_FILE,
+    TRAJECTORY_COLUMNS,
+    TRAJECTORY_FILE,
+    TRANSCRIPT_COLUMNS,
+    TRANSCRIPT_FILE,
+    TRUNCATION_MECHANISM,
+)
+from dprelease.release.files import TRUNCATION as KIND
+from dprelease.release.files import TRUNCATION_POSTERIOR_FILE as POSTERIOR_FILE
+from dprelease.verify.release import KIND_CHECKS, Check, read_parquet
 
-KIND = "adaptive-truncation"
-TRANSCRIPT_FILE = "transcript.parquet"
-POSTERIOR_FILE = "posterior.parquet"
-TRAJECTORY_FILE = "trajectory.parquet"
-DESIGN_FILE = "design.json"
-TRUNCATION_MECHANISM = "adaptive_truncation_laplace"
-TRANSCRIPT_COLUMNS = ("t", "l", "r", "noise_scale", "y", "thompson_mu", "thompson_sigma")
-TRAJECTORY_COLUMNS = (
-    "t", "mu_mean", "mu_sd", "mu_q05", "mu_q95", "sigma_mean", "sigma_sd", "sigma_q05",
-    "sigma_q95", "ess",
-)  # fmt: skip
 SCALE_RTOL = 1e-9
 def truncation_checks(directory: Path, manifest: dict) -> list[Check]:
     """Every check of the module docstring, in order."""
@@ -63,7 +63,7 @@ def truncation_checks(directory: Path, manifest: dict) -> list[Check]:
 
 
 def _ledger(directory: Path, manifest: dict, epsilon: float, n_steps: int, column: str) -> Check:
-    rows = read_parquet(directory / "ledger.parquet").to_pylist()
+    rows = read_parquet(directory / LEDGER_FILE).to_pylist()
     mine = [
         r for r in rows
         if r["release_id"] == manifest["release_id"] and r["mechanism"] == TRUNCATION_MECHANISM

@@ -30,7 +30,7 @@ from dprelease.weights.api import (
     estimate,
     plan,
 )
-from dprelease.weights.base import WeightEstimate, self_normalise
+from dprelease.weights.base import WeightEstimate
 from dprelease.weights.free import Discriminator
 
 __all__ = [
@@ -43,5 +43,4 @@ __all__ = [
     "WeightEstimate",
     "estimate",
     "plan",
-    "self_normalise",
 ]

@@ -4,7 +4,7 @@ Importance weights (paper section 2, Eq. 2) are w(x) = p_D(x) / p_G(x) for synth
 x ~ p_G. Every estimator returns unnormalised log weights, one per synthetic row; the release
 uses them self-normalised over the synthetic rows (mean weight 1). Self-normalisation is why
 the constant log(N_D / N_G) of the classifier odds (paper section 3.2) can be dropped: N_D is
-private (PRIVACY_MODEL.md section 1) and a constant shift of every log weight cancels.
+private (docs/privacy-model.md section 1) and a constant shift of every log weight cancels.
 
 Error messages name the matrix and the kind of problem, never values or counts of the real
 table (dprelease/errors.py).
@@ -18,24 +18,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-from scipy.special import logsumexp
 
 from dprelease.errors import InputError
 
 if TYPE_CHECKING:
     from dprelease.privacy.noise import NoiseSource
-
-
-def self_normalise(log_weights: np.ndarray) -> np.ndarray:
-    """Weights with mean 1 over the rows: exp(lw - logsumexp(lw)) * S, stable for any shift."""
-    lw = np.asarray(log_weights, dtype=float)
-    if lw.ndim != 1 or lw.size == 0:
-        raise ValueError("log weights must be a non-empty vector")
-    if np.isnan(lw).any() or np.isposinf(lw).any():
-        raise ValueError("log weights must not be NaN or +inf")
-    if np.isneginf(lw).all():
-        raise ValueError("every weight is zero; they cannot be normalised")
-    return np.exp(lw - logsumexp(lw)) * lw.size
 
 
 @dataclass(frozen=True)
@@ -54,7 +41,9 @@ class WeightEstimate:
     @property
     def weights(self) -> np.ndarray:
         """Self-normalised weights: mean 1 over the synthetic rows."""
-        return self_normalise(self.log_weights)
+        from dprelease.diagnostics.psis import normalised_weights
+
+        return normalised_weights(self.log_weights)
 
     @property
     def log_weight_max(self) -> float | None:
@@ -100,7 +89,7 @@ def require_delta(method: str, delta: float | None) -> float:
 def check_matrix(name: str, x: Any, n_features: int | None = None) -> np.ndarray:
     """A non-empty finite float matrix with every value in [0, 1].
 
-    The sensitivity bounds (R = sqrt(d + 1), PRIVACY_MODEL.md section 2) rely on the range,
+    The sensitivity bounds (R = sqrt(d + 1), docs/privacy-model.md section 2) rely on the range,
     so values outside it are refused rather than clipped here: encoding clips with the schema.
     """
     if x is None:
@@ -123,7 +112,7 @@ def check_matrix(name: str, x: Any, n_features: int | None = None) -> np.ndarray
 
 
 def augment(x: np.ndarray) -> np.ndarray:
-    """Append the intercept feature 1 (PRIVACY_MODEL.md section 2): ||x||_2 <= sqrt(d + 1)."""
+    """Append the intercept feature 1 (docs/privacy-model.md section 2): ||x||_2 <= sqrt(d + 1)."""
     return np.hstack([x, np.ones((x.shape[0], 1))])
 
 

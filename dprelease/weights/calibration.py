@@ -20,7 +20,7 @@ Mechanism (the only step that reads the real rows). S = sum over real rows of ph
 noise on every coordinate: Gaussian N(0, sigma^2), sigma from the analytic Gaussian mechanism
 (Balle and Wang 2018) for L2 sensitivity sqrt(k), when the weights' delta > 0; Laplace of scale
 k / epsilon (L1 sensitivity k) for pure epsilon. Adding or removing one row changes S by exactly
-phi(x) (PRIVACY_MODEL.md section 1), so S is (epsilon, delta)-DP (resp. epsilon-DP). The noisy
+phi(x) (docs/privacy-model.md section 1), so S is (epsilon, delta)-DP (resp. epsilon-DP). The noisy
 count is the constant feature's coordinate S_0; no count is calibrated from, or published as,
 the real N_D. The real rows may arrive as one matrix or as chunks (the streaming release).
 
@@ -86,6 +86,7 @@ import numpy as np
 from scipy import sparse
 
 from dprelease.errors import InputError
+from dprelease.privacy.accounting import NEIGHBOURING
 from dprelease.privacy.calibration import gaussian_sigma, laplace_scale
 from dprelease.privacy.mechanisms import DESCRIPTION_KEY, Gaussian, Laplace
 from dprelease.privacy.noise import NoiseSource
@@ -120,7 +121,6 @@ DEFAULT_ESS_FLOOR = 0.7
 DEFAULT_CHI2_SLACK = 2.0
 MIN_NOISE_UNITS = 3.0  # flat weights unless the noisy count exceeds this many noise SDs
 ROWS_GUIDANCE = 5.0
-NEIGHBOURING = "add/remove-one"
 CHUNK_ROWS = 50_000
 RAKING_SWEEPS = 200
 RAKING_TOLERANCE = 1e-12
@@ -244,8 +244,8 @@ def release_sums(
     for chunk in chunks:
         sums += features.matrix(check_matrix("real", chunk, width)).sum(axis=0)
     if plan.mechanism == "gaussian":
-        return sums + noise.gaussian(plan.scale, sums.shape)
-    return sums + noise.laplace(plan.scale, sums.shape)
+        return noise.add_gaussian(sums, plan.scale, counts=True)
+    return noise.add_laplace(sums, plan.scale, counts=True)
 
 
 def rake(table: np.ndarray, rows: np.ndarray, columns: np.ndarray) -> np.ndarray:

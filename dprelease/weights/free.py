@@ -3,7 +3,7 @@
 `none` returns log weight 0 for every synthetic row (the naive estimator) and never reads
 the real rows.
 
-`discriminator` (paper section 3.5, PRIVACY_MODEL.md section 5): a GAN discriminator trained
+`discriminator` (paper section 3.5, docs/privacy-model.md section 5): a GAN discriminator trained
 with DP whose output is D(x) = P(real | x) (sigmoid, BCE loss) gives log w(x) = logit D(x) up
 to the constant log(N_D / N_G), removed by self-normalisation. It is post-processing of the
 generator's DP output, so it spends nothing, and the real rows are not read. A Wasserstein

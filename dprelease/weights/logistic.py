@@ -1,6 +1,6 @@
 """Logistic-regression importance weights (paper section 3.3; supplement A.1, B.1-B.4).
 
-Classifier (PRIVACY_MODEL.md section 3): real rows y = 1, synthetic rows y = 0, features in
+Classifier (docs/privacy-model.md section 3): real rows y = 1, synthetic rows y = 0, features in
 [0, 1] augmented with an intercept 1 so every x has ||x||_2 <= R = sqrt(d + 1), and
 
     J(beta) = (1/n0) sum_i log(1 + exp(-y_i' beta^T x_i)) + (lam/2) ||beta||^2,  y' = 2y - 1,
@@ -16,7 +16,7 @@ fit is only approximate, so it is certified (`logistic_solver`): it returns coef
 ||grad J|| <= g_max, a public tolerance fixed before the data is read, and every calibration
 uses Delta_2 = R/(n0 lam) + 2 g_max / lam (strong convexity: each fit is within g_max / lam of
 its exact minimiser). The details record g_max and the certified Delta_2, never the gradient
-norm reached on the real rows. PRIVACY_MODEL.md section 3 states the exact-minimiser Delta_2;
+norm reached on the real rows. docs/privacy-model.md section 3 states the exact-minimiser Delta_2;
 the added term is what makes it hold for the coefficients actually computed.
 
 Mechanisms on the coefficients, beta_tilde = beta_hat + zeta:
@@ -26,7 +26,7 @@ Mechanisms on the coefficients, beta_tilde = beta_hat + zeta:
   gives ||beta - beta'||_1 <= sqrt(d + 1) Delta_2 (a difference of L2 norm Delta_2 along
   (1, ..., 1) has that L1 norm); with rho = Delta_2 / epsilon the privacy loss
   ||beta - beta'||_1 / rho is then only bounded by sqrt(d + 1) epsilon, so that calibration is
-  not epsilon-DP and is not shipped (PRIVACY_MODEL.md section 3).
+  not epsilon-DP and is not shipped (docs/privacy-model.md section 3).
 - Gaussian ((epsilon, delta)): zeta ~ N(0, sigma^2 I), sigma from the analytic Gaussian
   mechanism (Balle and Wang 2018) for Delta_2.
 
@@ -58,6 +58,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dprelease.errors import InputError
+from dprelease.privacy.accounting import NEIGHBOURING
 from dprelease.privacy.calibration import gaussian_sigma, laplace_scale
 from dprelease.privacy.mechanisms import DESCRIPTION_KEY, Gaussian, Laplace
 from dprelease.privacy.noise import NoiseSource
@@ -102,7 +103,6 @@ MECHANISMS = ("laplace", "gaussian")
 DEFAULT_LAMBDA = 0.01
 LAMBDA_NOISE_FACTOR = 4.0
 DEFAULT_MECHANISM = "gaussian"
-NEIGHBOURING = "add/remove-one"
 
 
 @dataclass(frozen=True)
@@ -253,19 +253,8 @@ def _plan_coefficient_noise(req: PlanRequest, *, debias: bool) -> Plan:
             )
         record["weight_variance_finite"] = bool(cal.scale < 0.5)
     gate = debias if s.noise_gate is None else s.noise_gate
-    record.update(
-        cal.record(),
-        non_private=False,
-        debiased=debias,
-        noise_on="coefficients",
-        noise_gate_enabled=gate,
-    )
-    return Plan(
-        record,
-        _Resolved(record["lambda"], record["n0"], record["gradient_norm_bound"], cal, debias, gate),
-        cal.epsilon,
-        cal.delta,
-    )
+    fields = {"debiased": debias, "noise_on": "coefficients", "noise_gate_enabled": gate}
+    return _private_plan(record, cal, fields, debias=debias, gate=gate)
 
 
 def _plan_weight_noise(req: PlanRequest) -> Plan:
@@ -283,21 +272,22 @@ def _plan_weight_noise(req: PlanRequest) -> Plan:
             "is >= 1, so no location makes E[exp(eta)] = 1; increase epsilon or lam, release "
             "fewer synthetic rows, or use beta_debiased"
         )
-    record.update(
-        cal.record(),
-        non_private=False,
-        debiased=True,
-        noise_on="log_weights",
-        log_weight_l1_sensitivity=l1,
-        log_weight_l2_sensitivity=l2,
-        noise_location=-float(log_mgf(cal.mechanism, cal.scale, 1.0)),
-    )
-    return Plan(
-        record,
-        _Resolved(record["lambda"], record["n0"], record["gradient_norm_bound"], cal),
-        cal.epsilon,
-        cal.delta,
-    )
+    fields = {
+        "debiased": True,
+        "noise_on": "log_weights",
+        "log_weight_l1_sensitivity": l1,
+        "log_weight_l2_sensitivity": l2,
+        "noise_location": -float(log_mgf(cal.mechanism, cal.scale, 1.0)),
+    }
+    return _private_plan(record, cal, fields)
+
+
+def _private_plan(record: dict, cal: Calibration, fields: dict, **resolved: bool) -> Plan:
+    """A private method's plan: its record with the noise calibration and `fields`, the
+    resolved settings (`debias`, `gate`) and the calibrated spend."""
+    record.update(cal.record(), non_private=False, **fields)
+    constants = (record["lambda"], record["n0"], record["gradient_norm_bound"])
+    return Plan(record, _Resolved(*constants, cal, **resolved), cal.epsilon, cal.delta)
 
 
 def _fit_logreg(real, synthetic, plan: Plan, noise: NoiseSource) -> tuple[np.ndarray, dict]:

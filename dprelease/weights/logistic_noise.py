@@ -27,17 +27,18 @@ def log_bias_correction(x_aug: np.ndarray, mechanism: str, scale: float) -> np.n
     return -log_mgf(mechanism, scale, x_aug).sum(axis=1)
 
 
-def draw(noise: NoiseSource, mechanism: str, scale: float, size: int) -> np.ndarray:
+def add_noise(noise: NoiseSource, mechanism: str, values: np.ndarray, scale: float) -> np.ndarray:
+    """values + the calibrated noise, applied by the noise source to the values."""
     if mechanism == "laplace":
-        return noise.laplace(scale, size)
-    return noise.gaussian(scale, size)
+        return noise.add_laplace(values, scale)
+    return noise.add_gaussian(values, scale)
 
 
 def noisy_coefficients(
     beta_hat: np.ndarray, mechanism: str, scale: float, noise: NoiseSource
 ) -> np.ndarray:
     """beta_tilde = beta_hat + zeta, one draw of the calibrated noise (Eq. 4)."""
-    return beta_hat + draw(noise, mechanism, scale, beta_hat.shape[0])
+    return add_noise(noise, mechanism, beta_hat, scale)
 
 
 def coefficient_log_weights(
@@ -73,9 +74,6 @@ def gated_log_weights(
 def perturb_log_weights(
     log_weights: np.ndarray, mechanism: str, scale: float, noise: NoiseSource
 ) -> np.ndarray:
-    """log w_i + eta_i with E[exp(eta_i)] = 1: eta = z - log M(1) (Theorem 2, Cor. 1-2)."""
-    return (
-        log_weights
-        + draw(noise, mechanism, scale, log_weights.shape[0])
-        - log_mgf(mechanism, scale, 1.0)
-    )
+    """log w_i + eta_i with E[exp(eta_i)] = 1: eta = z - log M(1) (Theorem 2, Cor. 1-2); the
+    noise z is added to the log weights, the location -log M(1) after (post-processing)."""
+    return add_noise(noise, mechanism, log_weights, scale) - log_mgf(mechanism, scale, 1.0)

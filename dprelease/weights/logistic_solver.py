@@ -1,6 +1,6 @@
 """The L2-regularised logistic fit behind the logistic weights, certified to its sensitivity.
 
-Objective (PRIVACY_MODEL.md section 3; `logistic` module docstring), on augmented rows x_i
+Objective (docs/privacy-model.md section 3; `logistic` module docstring), on augmented rows x_i
 (||x_i||_2 <= R = sqrt(d + 1)), labels y_i' = +1 (real) / -1 (synthetic):
 
     J(beta) = (1/n0) sum_i log(1 + exp(-y_i' beta^T x_i)) + (lam/2) ||beta||^2,

@@ -2,7 +2,7 @@
 
 Same objective, same certification, same noise as `dprelease.weights.logistic` (the plan is
 the one `weights.plan` computes); only the solver differs. J and its derivatives are sums
-over rows (PRIVACY_MODEL.md section 3; `logistic_solver` module docstring):
+over rows (docs/privacy-model.md section 3; `logistic_solver` module docstring):
 
     J(beta)    = (1/n0) sum_i log(1 + exp(-y_i' beta^T x_i)) + (lam/2) ||beta||^2
     grad J     = -(1/n0) sum_i y_i' sigmoid(-y_i' beta^T x_i) x_i + lam beta
@@ -34,8 +34,8 @@ import numpy as np
 from scipy.special import expit
 
 from dprelease.encoding import Encoder
+from dprelease.io.stream import StreamingInput
 from dprelease.privacy.noise import NoiseSource
-from dprelease.streaming import StreamingInput
 from dprelease.weights import WeightEstimate
 from dprelease.weights import plan as plan_weights
 from dprelease.weights.base import augment
@@ -152,11 +152,13 @@ def estimate_streaming(
     epsilon: float | None,
     delta: float | None,
     noise: NoiseSource,
+    rows: int | None = None,
     **options,
 ) -> WeightEstimate:
     """`weights.estimate(method, real, synthetic, ...)` for the logistic methods, with the
     real rows streamed from `source`: the plan is `weights.plan`'s, so the calibration, the
-    ledger record and the noise are those of the in-memory path."""
+    ledger record and the noise are those of the in-memory path. `rows` (private, in memory
+    only): the rows a previous pass kept, for the solver's warm start."""
     if method not in STREAMING_WEIGHTS:
         raise ValueError(f"{method!r} has no streaming fit; use weights.estimate")
     n_synthetic, n_features = synthetic.shape
@@ -170,7 +172,7 @@ def estimate_streaming(
         record["lambda"],
         record["n0"],
         record["gradient_norm_bound"],
-        source.rows_read,
+        rows,
     )
     x_syn = augment(synthetic)
     if record["noise_on"] == "coefficients":

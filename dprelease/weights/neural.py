@@ -4,7 +4,7 @@ A small MLP classifies real rows (y = 1) against synthetic rows (y = 0) with the
 cross-entropy; its logit is the log weight up to the constant log(N_D / N_G), which
 self-normalisation removes (paper section 3.2).
 
-`dp_mlp` trains it with relaxed DP-SGD (PRIVACY_MODEL.md section 4): every step Poisson-samples
+`dp_mlp` trains it with relaxed DP-SGD (docs/privacy-model.md section 4): every step Poisson-samples
 each row of the combined table with probability q, clips every per-example gradient to norm C
 (`max_grad_norm`), sums, adds ONE draw of N(0, sigma^2 C^2 I) and divides by the public expected
 lot size L (`batch_size`). The paper's Algorithm 1 adds a separate noise draw per private
@@ -23,7 +23,7 @@ combined dataset, i.e. from N_D. We assemble the same Opacus parts ourselves: `D
 with our q, `GradSampleModule` for per-example gradients, `DPOptimizer` with our sigma, C and L,
 and an `RDPAccountant` hooked to the optimizer, which must end with exactly [(sigma, q, T)].
 
-Randomness (PRIVACY_MODEL.md section 9): the Poisson sampling and the gradient noise use torch
+Randomness (docs/privacy-model.md section 9): the Poisson sampling and the gradient noise use torch
 generators seeded with 63 bits of OS entropy, never a user seed. Opacus' own secure mode needs
 torchcsprng (not a dependency); with `NoiseSource(secure=True)` we turn on `DPOptimizer`'s
 `secure_mode`, which sums 2n = 4 Gaussian draws per coordinate against floating-point attacks

@@ -1,11 +1,12 @@
-"""The ABCDP distance: biased, unsquared MMD with a bounded kernel (spec abcdp.md section 2).
+"""The ABCDP distance: biased, unsquared MMD with a bounded kernel (docs/abcdp.md section 2).
 
 Park et al. (ABCDP, section 2.1 and Lemma 4.1) compare the real rows D = {x_i} with a
 simulated data set Y = {y_j} by the biased (V-statistic) MMD, not squared:
 
     rho(D, Y) = || mean_i phi(x_i) - mean_j phi(y_j) ||_H.
 
-dprelease replaces the private normaliser 1/N by a public 1/n_hat from a DP count (spec 5.3):
+dprelease replaces the private normaliser 1/N by a public 1/n_hat from a DP count (docs/abcdp.md
+5.3):
 
     rho~(D, Y) = || (1/n_hat) sum_i phi(x_i) - (1/m) sum_j phi(y_j) ||_H,
 
@@ -21,7 +22,7 @@ Kernels:
   draw; only for small tables.
 
 Rows are the project's public encoding ([0, 1] with the schema bounds, categoricals one-hot);
-the bandwidth l is public: given, or the median heuristic on SIMULATED data (spec 5.3).
+the bandwidth l is public: given, or the median heuristic on SIMULATED data (docs/abcdp.md 5.3).
 
 The simulated side of `gaussian_rff` is evaluated with torch in float32 (imported lazily): its
 SIMD sin/cos is ~5x faster than numpy's here, which the toy's 5 * 10^9 trigonometric values
@@ -89,17 +90,10 @@ class RandomFourierFeatures:
         return (math.sqrt(2.0 / self.n_features) / m) * result
 
 
-def rff_map(
-    d: int, n_features: int, bandwidth: float, rng: np.random.Generator
-) -> RandomFourierFeatures:
-    """The feature map of spec 7.2 (a callable rows -> features)."""
-    return RandomFourierFeatures(d, n_features, bandwidth, rng)
-
-
 def mmd_biased(
     real: np.ndarray, simulated: np.ndarray, feature_map: RandomFourierFeatures
 ) -> float:
-    """Biased unsquared MMD || mean phi(real) - mean phi(simulated) || (spec 2.1)."""
+    """Biased unsquared MMD || mean phi(real) - mean phi(simulated) || (docs/abcdp.md 2.1)."""
     return float(
         np.linalg.norm(feature_map(real).mean(axis=0) - feature_map(simulated).mean(axis=0))
     )
@@ -120,7 +114,7 @@ def gaussian_gram_sum(left: np.ndarray, right: np.ndarray, bandwidth: float) -> 
 
 
 def exact_gaussian_mmd(real: np.ndarray, simulated: np.ndarray, bandwidth: float) -> float:
-    """Biased unsquared MMD of the Gaussian kernel from Gram sums (spec 2.1 formula)."""
+    """Biased unsquared MMD of the Gaussian kernel from Gram sums (docs/abcdp.md 2.1 formula)."""
     n, m = len(real), len(simulated)
     squared = (
         gaussian_gram_sum(real, real, bandwidth) / n**2
@@ -180,7 +174,7 @@ def make_distance(
     real: np.ndarray,
     n_hat: float,
 ) -> RealDistance:
-    """The distance object of a kernel name (spec 7.2 `kernel`)."""
+    """The distance object of a kernel name (docs/abcdp.md 7.2 `kernel`)."""
     if kernel == "gaussian_rff":
         if features is None:
             raise ValueError("gaussian_rff needs its random features")

@@ -1,14 +1,14 @@
 """ABCDP: differentially private rejection ABC by the sparse vector technique.
 
 Park, Vinaroz, Jitkrittum, "ABCDP: Approximate Bayesian Computation with Differential
-Privacy" (seed 004); specification `shared/specs/abcdp.md`. A modeler's prior and simulator
-(public code, `abcdp_model`) produce public pairs (theta_t, Y_t), t = 1..T; the only step that
+Privacy" (Park et al. 2021); specification `docs/abcdp.md`. A modeler's prior and simulator
+(public code, `abcdp.model`) produce public pairs (theta_t, Y_t), t = 1..T; the only step that
 touches the real table D, "is rho~(D, Y_t) <= eps_abc?", is answered by the SVT
-(`abcdp_svt.svt_below_threshold`), so the cost depends on the number c of released samples,
+(`abcdp.svt.svt_below_threshold`), so the cost depends on the number c of released samples,
 not on T. The released posterior sample is {theta_t : accepted}.
 
-Privacy (PRIVACY_MODEL.md sections 1, 7, 9; spec 5.3). The paper normalises the MMD by the
-real row count N and calibrates the noise with it (Lemma 4.1, Theorem 4.1); N_D is private
+Privacy (docs/privacy-model.md sections 1, 7, 9; docs/abcdp.md 5.3). The paper normalises the MMD by
+the real row count N and calibrates the noise with it (Lemma 4.1, Theorem 4.1); N_D is private
 here, so instead:
 
 1. DP count n~ = N_D + Lap(1/eps_count), ledger entry `dp_row_count` (Laplace, sensitivity 1);
@@ -22,8 +22,9 @@ Total (eps_count + eps_svt, 0)-DP under add/remove-one by adaptive composition. 
 are reserved before the data is read and committed in full, whatever the number accepted.
 
 Public inputs only: the prior draws, simulations and random features W come from `seed`
-(three independent streams of one SeedSequence); the bandwidth is given or the median
-heuristic on simulated data from the prior (never the real rows); m = n_sim or
+(independent children of one SeedSequence; two more children drive the dry run's probes of
+the simulator's calling convention and the report's prior draws); the bandwidth is given or
+the median heuristic on simulated data from the prior (never the real rows); m = n_sim or
 min(round(n_hat), 10 000), post-processing of the DP count. SVT and count noise come from the
 `NoiseSource`, never from the seed. The noisy threshold, the noises and the distances never
 leave `svt_below_threshold` / `run_abcdp`.
@@ -31,7 +32,6 @@ leave `svt_below_threshold` / `run_abcdp`.
 
 from __future__ import annotations
 
-import math
 import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -39,96 +39,31 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from dprelease.config import ABCDPConfig
 from dprelease.errors import InputError
-from dprelease.inference.abcdp_kernel import (
-    KERNELS,
+from dprelease.inference.abcdp.kernel import (
     RandomFourierFeatures,
+    RealDistance,
     make_distance,
     median_heuristic,
 )
-from dprelease.inference.abcdp_model import LoadedModel, SimulatorCheck
-from dprelease.inference.abcdp_svt import (
-    SVT_VARIANTS,
-    dp_row_count,
+from dprelease.inference.abcdp.model import LoadedModel, SimulatorCheck
+from dprelease.inference.abcdp.svt import (
     flip_probability,
     svt_below_threshold,
     svt_noise_scale,
 )
 from dprelease.privacy.accounting import PlannedSpend
 from dprelease.privacy.calibration import laplace_scale
+from dprelease.privacy.counting import dp_row_count
 from dprelease.privacy.mechanisms import Laplace, PureEpsilon
 from dprelease.privacy.noise import NoiseSource
+from dprelease.release.files import ABCDP, COUNT_MECHANISM, SVT_MECHANISM, SVT_VARIANTS
 from dprelease.schema import Schema
 
-KIND = "abcdp"
-COUNT_MECHANISM = "dp_row_count"
-SVT_MECHANISM = "abcdp_svt"
-MEDIAN_PRIOR = "median-prior"
 M_MAX = 10_000
 SIM_BATCH_ROWS = 250_000  # simulated rows per batch handed to the encoder and the kernel
 BANDWIDTH_DRAWS, BANDWIDTH_ROWS = 20, 100  # prior draws x rows of the public median heuristic
-
-
-@dataclass(frozen=True)
-class ABCDPConfig:
-    """Everything the curator and modeler choose; all public (spec 7.2)."""
-
-    n_samples: int
-    threshold: float
-    epsilon: float
-    count_fraction: float = 0.05
-    resample: bool = False
-    n_draws: int = 10_000
-    n_sim: int | None = None
-    kernel: str = "gaussian_rff"
-    n_features: int = 500
-    bandwidth: float | str = MEDIAN_PRIOR
-    n_min: int = 20
-    seed: int | None = None
-    secure_noise: bool = False
-    on_out_of_bounds: str = "clip"
-    on_invalid_rows: str = "refuse"
-    drop_extra_columns: bool = False
-
-    def __post_init__(self) -> None:
-        problems = []
-        if not (isinstance(self.n_samples, int) and self.n_samples >= 1):
-            problems.append("--n-samples (c) must be an integer >= 1")
-        elif not (isinstance(self.n_draws, int) and self.n_draws >= self.n_samples):
-            problems.append("--n-draws (T) must be an integer >= --n-samples (c)")
-        if not (self.threshold > 0 and math.isfinite(self.threshold)):
-            problems.append("--threshold must be a positive number (on the MMD scale)")
-        if not (self.epsilon > 0 and math.isfinite(self.epsilon)):
-            problems.append("--epsilon must be a positive number")
-        if not 0 < self.count_fraction < 1:
-            problems.append("--count-fraction must be in (0, 1)")
-        if self.n_sim is not None and not (isinstance(self.n_sim, int) and self.n_sim >= 1):
-            problems.append("--n-sim must be an integer >= 1")
-        if self.kernel not in KERNELS:
-            problems.append(f"--kernel must be one of {', '.join(KERNELS)}")
-        if self.n_features < 2 or self.n_features % 2:
-            problems.append("--n-features must be even and >= 2")
-        if isinstance(self.bandwidth, str):
-            if self.bandwidth != MEDIAN_PRIOR:
-                problems.append(f"--bandwidth must be a positive number or {MEDIAN_PRIOR!r}")
-        elif not (self.bandwidth > 0 and math.isfinite(self.bandwidth)):
-            problems.append("--bandwidth must be a positive number")
-        if not (isinstance(self.n_min, int) and self.n_min >= 1):
-            problems.append("--n-min must be an integer >= 1")
-        if self.on_out_of_bounds not in ("clip", "reject"):
-            problems.append("--on-out-of-bounds must be clip or reject")
-        if self.on_invalid_rows not in ("refuse", "drop"):
-            problems.append("--on-invalid-rows must be refuse or drop")
-        if problems:
-            raise InputError("invalid ABCDP configuration:\n  " + "\n  ".join(problems))
-
-    @property
-    def epsilon_count(self) -> float:
-        return self.count_fraction * self.epsilon
-
-    @property
-    def epsilon_svt(self) -> float:
-        return self.epsilon - self.epsilon_count
 
 
 @dataclass(frozen=True)
@@ -143,7 +78,7 @@ class ABCDPPlan:
     features: RandomFourierFeatures | None
 
     def planned_spends(self) -> list[PlannedSpend]:
-        """The two ledger entries reserved before the data is read (spec 7.5)."""
+        """The two ledger entries reserved before the data is read (docs/abcdp.md 7.5)."""
         c = self.config
         count_scale = laplace_scale(1.0, c.epsilon_count)
         return [
@@ -160,7 +95,8 @@ class ABCDPPlan:
         ]
 
     def actual_spends(self, result: ABCDPResult) -> list[PlannedSpend]:
-        """The same two spends, in full, with the DP-derived scales (spec 5.3, pitfall 7)."""
+        """The same two spends, in full, with the DP-derived scales (docs/abcdp.md 5.3,
+        pitfall 7)."""
         count, svt = self.planned_spends()
         params = {
             **svt.params,
@@ -189,7 +125,7 @@ class ABCDPPlan:
         """Public configuration for the manifest (no real-data quantity)."""
         c = self.config
         return {
-            "kind": KIND,
+            "kind": ABCDP,
             "model": self.model.reference,
             "model_sha256": self.model.sha256,
             "parameter_names": list(self.model.parameter_names),
@@ -208,6 +144,7 @@ class ABCDPPlan:
             "n_features": c.n_features if c.kernel == "gaussian_rff" else None,
             "bandwidth": self.bandwidth,
             "bandwidth_rule": c.bandwidth if isinstance(c.bandwidth, str) else "given",
+            "simulator": self.simulator.mode.to_dict(),
             "n_min": c.n_min,
             "seed": self.seed,
             "secure_noise": c.secure_noise,
@@ -218,8 +155,21 @@ class ABCDPPlan:
 
     def streams(self) -> tuple[np.random.Generator, np.random.Generator, np.random.Generator]:
         """Independent public streams: (prior + simulations, features W, dry run/bandwidth)."""
-        children = np.random.SeedSequence(self.seed).spawn(3)
-        return tuple(np.random.default_rng(child) for child in children)  # type: ignore[return-value]
+        return tuple(public_stream(self.seed, k) for k in range(3))  # type: ignore[return-value]
+
+    def reference_stream(self) -> np.random.Generator:
+        """A fourth public stream, for post-processing: prior draws to compare the posterior
+        with, and the permutations of that comparison (`summary.py`)."""
+        return public_stream(self.seed, REFERENCE_STREAM)
+
+
+PROBE_STREAM, REFERENCE_STREAM = 3, 4
+
+
+def public_stream(seed: int, index: int) -> np.random.Generator:
+    """Child `index` of the public seed's SeedSequence (children 0-2 are `streams()`; adding
+    children does not change them)."""
+    return np.random.default_rng(np.random.SeedSequence(seed).spawn(index + 1)[index])
 
 
 def plan_abcdp(schema: Schema, model: LoadedModel, config: ABCDPConfig) -> ABCDPPlan:
@@ -229,7 +179,7 @@ def plan_abcdp(schema: Schema, model: LoadedModel, config: ABCDPConfig) -> ABCDP
     the schema or out-of-bounds simulations are refused here (exit 2) at no privacy cost.
     """
     seed = config.seed if config.seed is not None else secrets.randbits(63)
-    simulator = SimulatorCheck(model, schema)
+    simulator = SimulatorCheck(model, schema, public_stream(seed, PROBE_STREAM))
     draft = ABCDPPlan(config, model, simulator, seed, 1.0, None)
     _, features_rng, public_rng = draft.streams()
     simulated = simulator.dry_run(public_rng, BANDWIDTH_DRAWS, BANDWIDTH_ROWS)
@@ -259,7 +209,7 @@ class ABCDPResult:
 
     @property
     def posterior(self) -> pd.DataFrame:
-        """One row per accepted sample: the parameters and the draw index t (spec 7.6)."""
+        """One row per accepted sample: the parameters and the draw index t (docs/abcdp.md 7.6)."""
         index = np.asarray(self.accepted, dtype=np.int64)
         table = pd.DataFrame(self.draws[index], columns=list(self.parameter_names))
         return table.assign(draw_index=index)
@@ -274,7 +224,7 @@ class ABCDPResult:
 
 
 def run_abcdp(real_encoded: np.ndarray, plan: ABCDPPlan, noise: NoiseSource) -> ABCDPResult:
-    """Count, then SVT over lazily simulated draws (spec 7.4); the spend must be reserved.
+    """Count, then SVT over lazily simulated draws (docs/abcdp.md 7.4); the spend must be reserved.
 
     `real_encoded` are the real rows in the model's sub-schema encoding. Raises InputError
     when the DP count is below n_min (after the count: its spend is kept).
@@ -288,17 +238,9 @@ def run_abcdp(real_encoded: np.ndarray, plan: ABCDPPlan, noise: NoiseSource) -> 
         )
     m = config.n_sim or min(int(round(n_hat)), M_MAX)
     distance = make_distance(config.kernel, plan.bandwidth, plan.features, real_encoded, n_hat)
-    simulation_rng = plan.streams()[0]
-    theta = plan.simulator.prior(simulation_rng, config.n_draws)
-    batch = max(1, SIM_BATCH_ROWS // m)
-
-    def distance_batches() -> Iterator[np.ndarray]:
-        for start in range(0, config.n_draws, batch):
-            simulated = plan.simulator.simulate(theta[start : start + batch], m, simulation_rng)
-            yield distance.distances(simulated)
-
+    theta, distance_batches = simulated_distances(plan, distance, m)
     outcome = svt_below_threshold(
-        distance_batches(),
+        distance_batches,
         config.threshold,
         config.n_samples,
         config.epsilon_svt,
@@ -317,6 +259,23 @@ def run_abcdp(real_encoded: np.ndarray, plan: ABCDPPlan, noise: NoiseSource) -> 
             config.n_samples, 1.0 / n_hat, config.epsilon_svt, config.resample
         ),
     )
+
+
+def simulated_distances(
+    plan: ABCDPPlan, distance: RealDistance, m: int
+) -> tuple[np.ndarray, Iterator[np.ndarray]]:
+    """theta_1..T from the public simulation stream, and rho~(D, Y_t) for them in batches of
+    draws, generated lazily in draw order (Y_t simulated only when its batch is requested)."""
+    simulation_rng = plan.streams()[0]
+    theta = plan.simulator.prior(simulation_rng, plan.config.n_draws)
+    batch = max(1, SIM_BATCH_ROWS // m)
+
+    def batches() -> Iterator[np.ndarray]:
+        for start in range(0, len(theta), batch):
+            simulated = plan.simulator.simulate(theta[start : start + batch], m, simulation_rng)
+            yield distance.distances(simulated)
+
+    return theta, batches()
 
 
 PLAN_MULTIPLES = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)  # offsets |rho - eps_abc| in units of b

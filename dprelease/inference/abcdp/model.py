@@ -1,6 +1,6 @@
 """The user's ABC model (public code): loading, checking, and encoding its simulations.
 
-Protocol (spec abcdp.md 7.1), a class in a Python file referenced as `path/model.py:Class`,
+Protocol (docs/abcdp.md section 7.1), a class in a Python file referenced as `path/model.py:Class`,
 constructed without arguments::
 
     class Model:
@@ -9,16 +9,19 @@ constructed without arguments::
         def sample_prior(self, rng: np.random.Generator, size: int) -> np.ndarray  # (size, p)
         def simulate(self, theta: np.ndarray, m: int, rng: np.random.Generator) -> pd.DataFrame
 
-`simulate` is batched: `theta` has shape (B, p) and the result has B * m rows, the m rows of
-draw b at positions b*m .. (b+1)*m - 1, with exactly the model's columns. The model never
-sees the real table. Its output must already satisfy the schema (values within the bounds,
-categories in the set, no missing values in non-nullable columns, integers in integer
-columns): a violation is a bug of the model and refused (`InputError`, exit 2), not clipped.
-Valid output is encoded with the same public `Encoder` as the real rows, on the sub-schema
-of the model's columns.
+`simulate` is called per draw (`theta` one draw of shape (p,), m rows back) or batched
+(`theta` of shape (B, p), B * m rows back, the m rows of draw b at positions
+b*m .. (b+1)*m - 1), as the model declares by a class attribute `batched = False` / `True`
+or, without it, as the dry run detects (`simulator.py` states the rule). The result is a
+DataFrame with exactly the model's columns. The model never sees the real table. Its output
+must already satisfy the schema (values within the bounds, categories in the set, no missing
+values in non-nullable columns, integers in integer columns): a violation is a bug of the
+model and refused (`InputError`, exit 2), not clipped. Valid output is encoded with the same
+public `Encoder` as the real rows, on the sub-schema of the model's columns.
 
-The file's sha256 goes into the release manifest. `SimulatorCheck.dry_run` simulates from
-the prior before any spend, so a broken model is refused before the data is read.
+The file's sha256 goes into the release manifest. `SimulatorCheck` resolves the calling
+convention and `SimulatorCheck.dry_run` simulates from the prior, both before any spend, so a
+broken model is refused before the data is read.
 
 Trust: the file is executed in the curator's process, which holds the real table while the
 SVT runs; the guarantee assumes the code only does what the protocol says (it is public:
@@ -41,6 +44,12 @@ import pandas as pd
 
 from dprelease.encoding import Encoder
 from dprelease.errors import InputError
+from dprelease.inference.abcdp.simulator import (
+    declared_mode,
+    describe_error,
+    detect_mode,
+    simulate_frame,
+)
 from dprelease.schema import CategoricalColumn, IntegerColumn, Schema
 
 
@@ -86,14 +95,14 @@ def load_model(reference: str) -> LoadedModel:
         spec.loader.exec_module(module)
     except Exception as error:  # noqa: BLE001 - any failure of public user code is an input error
         sys.modules.pop(module_name, None)
-        raise InputError(f"{path}: importing the model failed: {_describe(error)}") from None
+        raise InputError(f"{path}: importing the model failed: {describe_error(error)}") from None
     cls = getattr(module, class_name, None)
     if not inspect.isclass(cls):
         raise InputError(f"{path}: has no class {class_name!r}")
     try:
         model = cls()
     except Exception as error:  # noqa: BLE001
-        raise InputError(f"{path}:{class_name}() failed: {_describe(error)}") from None
+        raise InputError(f"{path}:{class_name}() failed: {describe_error(error)}") from None
     loaded = LoadedModel(model, str(reference), path, class_name, digest)
     _check_protocol(loaded)
     return loaded
@@ -131,12 +140,22 @@ def model_schema(schema: Schema, loaded: LoadedModel) -> Schema:
 
 
 class SimulatorCheck:
-    """Calls the model, checks what it returns, and encodes simulations to (B, m, d)."""
+    """Calls the model, checks what it returns, and encodes simulations to (B, m, d).
 
-    def __init__(self, loaded: LoadedModel, schema: Schema) -> None:
+    `mode` is how `simulate` is called (per draw or batched): the model's declaration, else
+    detected by probes from the prior drawn with `probe_rng` (public; the default is a fixed
+    seed, as the probes only choose the calling convention and are discarded).
+    """
+
+    def __init__(
+        self, loaded: LoadedModel, schema: Schema, probe_rng: np.random.Generator | None = None
+    ) -> None:
         self.loaded = loaded
         self.schema = model_schema(schema, loaded)
         self.encoder = Encoder(self.schema)
+        self.mode = declared_mode(loaded) or detect_mode(
+            loaded, self.prior, probe_rng if probe_rng is not None else np.random.default_rng(0)
+        )
 
     def prior(self, rng: np.random.Generator, size: int) -> np.ndarray:
         """`size` prior draws, checked: a finite (size, p) float array."""
@@ -156,26 +175,8 @@ class SimulatorCheck:
         return theta
 
     def simulate(self, theta: np.ndarray, m: int, rng: np.random.Generator) -> np.ndarray:
-        """Simulate m rows for each row of theta; checked and encoded, shape (B, m, d)."""
-        frame = self._call("simulate", theta, m, rng)
-        if not isinstance(frame, pd.DataFrame):
-            raise InputError(
-                f"{self.loaded.name}: simulate must return a pandas DataFrame, "
-                f"not {type(frame).__name__}"
-            )
-        if list(frame.columns) != list(self.loaded.columns):
-            if set(frame.columns) != set(self.loaded.columns):
-                raise InputError(
-                    f"{self.loaded.name}: simulate returned columns {list(frame.columns)}, "
-                    f"expected {list(self.loaded.columns)}"
-                )
-            frame = frame[list(self.loaded.columns)]
-        expected = len(theta) * m
-        if len(frame) != expected:
-            raise InputError(
-                f"{self.loaded.name}: simulate(theta of {len(theta)} draws, m={m}) returned "
-                f"{len(frame)} rows, expected {expected} (m rows per draw)"
-            )
+        """Simulate m rows for each row of theta (B, p); checked and encoded, (B, m, d)."""
+        frame = simulate_frame(self.loaded, self.mode.batched, theta, m, rng)
         self._check_values(frame)
         encoded = self.encoder.encode(frame)
         return encoded.reshape(len(theta), m, self.encoder.width)
@@ -188,7 +189,9 @@ class SimulatorCheck:
         try:
             return getattr(self.loaded.model, method)(*args)
         except Exception as error:  # noqa: BLE001 - the model is public user code
-            raise InputError(f"{self.loaded.name}: {method} raised {_describe(error)}") from None
+            raise InputError(
+                f"{self.loaded.name}: {method} raised {describe_error(error)}"
+            ) from None
 
     def _check_values(self, frame: pd.DataFrame) -> None:
         name = self.loaded.name
@@ -221,8 +224,3 @@ class SimulatorCheck:
                 )
             if isinstance(spec, IntegerColumn) and np.any(numbers % 1 != 0):
                 raise InputError(f"{name}: simulated column {column!r} has non-integer values")
-
-
-def _describe(error: Exception) -> str:
-    text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0][:300]}" if text else type(error).__name__

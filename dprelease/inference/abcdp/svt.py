@@ -18,9 +18,9 @@ Secret state: the noisy threshold, the query noises and the distances stay local
 `svt_below_threshold`; it returns only the accepted indices and how many queries it consumed
 (the stop index), which are the DP output.
 
-DP row count (spec 5.3): n~ = N_D + Lap(1/eps_count) (add/remove sensitivity 1). The paper
+DP row count (docs/abcdp.md 5.3): n~ = N_D + Lap(1/eps_count) (add/remove sensitivity 1). The paper
 normalises by the private N and calibrates b with it, which is not DP when N is private
-(spec 5.1); here Delta = 1/n_hat with the public n_hat = n~, so the release is
+(docs/abcdp.md 5.1); here Delta = 1/n_hat with the public n_hat = n~, so the release is
 (eps_count + eps_svt)-DP by adaptive composition.
 
 Hand-written: the SVT of dp-accounting/OpenDP does not take a lazily generated query stream
@@ -29,7 +29,6 @@ with an early stop at c in the "below threshold" direction.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -37,8 +36,6 @@ import numpy as np
 
 from dprelease.privacy.calibration import laplace_scale
 from dprelease.privacy.noise import NoiseSource
-
-SVT_VARIANTS = {False: "lyu17-alg1", True: "dwork-roth-sparse"}
 
 
 def svt_noise_scale(c: int, sensitivity: float, epsilon: float, resample: bool) -> float:
@@ -72,12 +69,11 @@ def svt_below_threshold(
     generator may simulate on demand. Returns only the DP indicators (as indices).
     """
     scale = svt_noise_scale(c, sensitivity, epsilon, resample)
-    noisy_threshold = threshold + float(noise.laplace(scale, 1)[0])
+    noisy_threshold = float(noise.add_laplace(threshold, scale))
     accepted: list[int] = []
     offset = 0
     for batch in distance_batches:
-        batch = np.asarray(batch, dtype=float)
-        noisy = batch + noise.laplace(2.0 * scale, batch.shape[0])
+        noisy = noise.add_laplace(np.asarray(batch, dtype=float), 2.0 * scale)
         position = 0
         while position < len(noisy):
             hits = np.flatnonzero(noisy[position:] <= noisy_threshold)
@@ -90,16 +86,11 @@ def svt_below_threshold(
             else:
                 accepted.append(int(offset + position + hits[0]))
                 position += int(hits[0]) + 1
-                noisy_threshold = threshold + float(noise.laplace(scale, 1)[0])
+                noisy_threshold = float(noise.add_laplace(threshold, scale))
             if len(accepted) >= c:
                 return SVTOutcome(tuple(accepted), offset + position)
         offset += len(noisy)
     return SVTOutcome(tuple(accepted), offset)
-
-
-def dp_row_count(n_rows: int, epsilon: float, noise: NoiseSource) -> float:
-    """n~ = N + Lap(1/epsilon): the Laplace count under add/remove-one (sensitivity 1)."""
-    return float(n_rows + noise.laplace(laplace_scale(1.0, epsilon), 1)[0])
 
 
 def lemma42_density(z: np.ndarray, b: float) -> np.ndarray:
@@ -120,9 +111,3 @@ def flip_probability(rho: np.ndarray, eps_abc: float, b: float) -> np.ndarray:
     """P[DP decision != non-private decision] = G_b(|rho - eps_abc|) (Proposition 4.2)."""
     return lemma42_tail(np.abs(np.asarray(rho, dtype=float) - eps_abc), b)
 
-
-def expected_noise_scale(n_rows_guess: float, c: int, epsilon_svt: float, resample: bool) -> float:
-    """b at a guessed (public) row count, for planning: Delta = 1/n_hat with n_hat = guess."""
-    if not (n_rows_guess > 0 and math.isfinite(n_rows_guess)):
-        raise ValueError("the guessed row count must be positive")
-    return svt_noise_scale(c, 1.0 / n_rows_guess, epsilon_svt, resample)

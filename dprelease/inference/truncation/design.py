@@ -8,13 +8,14 @@ Yildirim (2023) section 5. For a location-scale family and intervals l = m + a c
 does not depend on (m, c) and is computed once per (family, epsilon, score). Scores:
 "mu" = F[1,1] (the paper's experiments), "trace" = F[1,1] + F[2,2]. The default search is the
 author's code's: symmetric intervals [-A, A] with A on the 0.06 grid up to 3 (A = 0, zero width,
-excluded; spec pitfall 5). The objective is very flat near its maximum (spec section 3.2), so
-the default method is the exact quadrature of `fisher_information`; the paper's Monte Carlo
-estimator is available as method="monte_carlo" with common random numbers across candidates.
+excluded; spec pitfall 5). The objective is very flat near its maximum (docs/adaptive-truncation.md
+section 3.2), so the default method is the exact quadrature of `fisher_information`; the paper's
+Monte Carlo estimator is available as method="monte_carlo" with common random numbers across
+candidates.
 
 Thompson sampling (paper section 5.1): the next interval is m + [a*, b*] c for (m, c) a draw
 from the current posterior; dprelease then intersects it with the schema's public bounds
-(spec section 3.3), which is post-processing of public quantities.
+(docs/adaptive-truncation.md section 3.3), which is post-processing of public quantities.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from dprelease.inference.truncation_likelihood import fisher_information, fisher_information_mc
+from dprelease.inference.truncation.likelihood import fisher_information, fisher_information_mc
 
 DEFAULT_GRID: tuple[float, ...] = tuple(float(a) for a in np.round(np.arange(1, 51) * 0.06, 2))
 FAMILIES = ("normal",)
@@ -117,12 +118,13 @@ def design_truncation(
 def design_interval(
     design: TruncationDesign, location: float, scale: float, bounds: tuple[float, float]
 ) -> tuple[float, float]:
-    """Interval m + [a*, b*] c (eq. (11)) intersected with the public bounds (spec 3.3)."""
+    """Interval m + [a*, b*] c (eq. (11)) intersected with the public bounds
+    (docs/adaptive-truncation.md 3.3)."""
     return clip_interval(location + design.a * scale, location + design.b * scale, bounds)
 
 
 def clip_interval(left: float, right: float, bounds: tuple[float, float]) -> tuple[float, float]:
-    """[left, right] intersected with the public bounds [lo, hi] (spec 3.3).
+    """[left, right] intersected with the public bounds [lo, hi] (docs/adaptive-truncation.md 3.3).
 
     If the intersection is narrower than 1e-9 (hi - lo) (the interval lies outside the
     bounds, or the drawn scale is tiny), the interval keeps the width

@@ -1,16 +1,16 @@
 """Online posterior engines for theta = (mu, sigma) of N(mu, sigma^2) from censored DP releases.
 
 Both engines see only released quantities (y_t, l_t, r_t, b_t): they are post-processing and
-their randomness is a seedable `numpy.random.Generator` (PRIVACY_MODEL.md section 9).
+their randomness is a seedable `numpy.random.Generator` (docs/privacy-model.md section 9).
 
 Prior (Yildirim 2023, section 6): mu ~ N(m0, v0) and sigma^2 ~ IG(alpha, beta) (shape, scale),
 independent. On (mu, log sigma) the log density is, up to a constant,
 
     -(mu - m0)^2 / (2 v0) - 2 alpha log sigma - beta / sigma^2.
 
-`IBISEngine` (default; spec section 2.4): SMC on theta only (Chopin 2002, cited by the paper),
-with the exact single-observation likelihood `normal_loglik`. Weights are multiplied by
-p(y_t | theta; l_t, r_t, b_t); when ESS < ess_fraction N the particles are resampled
+`IBISEngine` (default; docs/adaptive-truncation.md section 2.4): SMC on theta only (Chopin 2002,
+cited by the paper), with the exact single-observation likelihood `normal_loglik`. Weights are
+multiplied by p(y_t | theta; l_t, r_t, b_t); when ESS < ess_fraction N the particles are resampled
 (multinomial) and moved by K random-walk Metropolis-Hastings steps on (mu, log sigma) with
 proposal covariance 2.38^2/2 times the weighted particle covariance, targeting
 eta(theta) prod_{k<=t} p(y_k | theta). This is the paper's method with the latent x_{1:t}
@@ -22,9 +22,9 @@ Lap(y_t - clamp(x_t, l_t, r_t); b_t), systematic resampling, then one rejuvenati
 (Algorithm 3 as in the code): random-walk MH on every x_k (step 3 sigma), independence MH on
 every x_k (proposal N(mu, sigma^2)), Gibbs mu | sigma^2, x and sigma^2 | mu, x. It starts from
 prior draws, not from the code's (mu = y_1, sigma = 1). Known to mix poorly in the
-low-information regime DP creates (spec section 2.4, pitfall 6): it is kept for comparison
-and for families without a closed-form likelihood, and the release refuses it for the normal
-family because it fails the grid-oracle check (tests/test_adaptive_truncation_engines.py).
+low-information regime DP creates (docs/adaptive-truncation.md section 2.4, pitfall 6): it is kept
+for comparison and for families without a closed-form likelihood, and the release refuses it for the
+normal family because it fails the grid-oracle check (tests/test_adaptive_truncation_engines.py).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dprelease.inference.truncation_likelihood import laplace_logpdf, normal_loglik
+from dprelease.inference.truncation.likelihood import laplace_logpdf, normal_loglik
 
 _BLOCK = 16_384  # likelihood terms per block in `loglik_sum`
 _ROWS = 1024  # particles per block
@@ -54,7 +54,7 @@ class NormalPrior:
 
     @classmethod
     def from_bounds(cls, lo: float, hi: float) -> NormalPrior:
-        """The public default prior from the schema bounds (spec 6.2)."""
+        """The public default prior from the schema bounds (docs/adaptive-truncation.md 6.2)."""
         width = hi - lo
         return cls(0.5 * (lo + hi), width**2, 1.0, (width / 4.0) ** 2)
 
@@ -176,7 +176,8 @@ def loglik_sum(
 
 
 class IBISEngine:
-    """Iterated batch importance sampling on (mu, log sigma) (Chopin 2002; spec 2.4)."""
+    """Iterated batch importance sampling on (mu, log sigma) (Chopin 2002;
+    docs/adaptive-truncation.md 2.4)."""
 
     name = "ibis"
 

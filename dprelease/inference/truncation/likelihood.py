@@ -5,8 +5,9 @@ The released value of one row (Yildirim 2023, eq. (2), (10)) is
     Y = clamp(X, l, r) + Laplace(0, b),   b = (r - l) / epsilon,   X ~ N(mu, sigma^2),
 
 Clamping is censoring: Y has point masses of X at l and r convolved with the Laplace noise
-(spec section 1.1; the paper's Lemma 1 wording suggests a truncated density, which is wrong
-for the mechanism). With Lap(u; b) = exp(-|u|/b) / (2b) and Phi the standard normal CDF:
+(docs/adaptive-truncation.md section 1.1; the paper's Lemma 1 wording suggests a truncated density,
+which is wrong for the mechanism). With Lap(u; b) = exp(-|u|/b) / (2b) and Phi the standard normal
+CDF:
 
     p(y) = Phi((l-mu)/sigma) Lap(y-l) + [1 - Phi((r-mu)/sigma)] Lap(y-r) + I1 + I2
     I1 = 1{y>l} /(2b) exp((mu-y)/b + sigma^2/(2b^2))
@@ -72,7 +73,8 @@ def normal_loglik(
     mu: np.ndarray | float,
     sigma: np.ndarray | float,
 ) -> np.ndarray:
-    """log p(y | mu, sigma; l, r, b) of the released value (spec 1.1), broadcasting.
+    """log p(y | mu, sigma; l, r, b) of the released value (docs/adaptive-truncation.md 1.1),
+    broadcasting.
 
     `scale` is the Laplace scale b used by the release, (r - l)/epsilon. Typical use: y, l, r,
     scale of shape (t,) (a transcript) and mu, sigma of shape (N, 1) (particles) -> (N, t).

@@ -1,4 +1,5 @@
-"""Online DP Bayesian estimation with adaptive truncation (Yildirim 2023; spec 002).
+"""Online DP Bayesian estimation with adaptive truncation (Yildirim 2023;
+docs/adaptive-truncation.md).
 
 One row at a time, the value x_t of a numeric column is released as
 
@@ -6,20 +7,21 @@ One row at a time, the value x_t of a numeric column is released as
 
 where [l_t, r_t] = (m + a* c, m + b* c) intersected with the schema bounds, (m, c) a Thompson
 draw from the current posterior of (mu, sigma) (paper section 5.1) and [a*, b*] the public
-Fisher-information design (`truncation_design`). The posterior of (mu, sigma) of a normal
-model is updated after every release by an SMC engine (`truncation_engines`). The noise scale
+Fisher-information design (`design`). The posterior of (mu, sigma) of a normal
+model is updated after every release by an SMC engine (`engines`). The noise scale
 is (r_t - l_t)/epsilon: the author's code draws (r_t - l_t)/(epsilon sqrt 2) (a std-
-parametrised sampler), which is not epsilon-DP; that is not copied (spec 4.2).
+parametrised sampler), which is not epsilon-DP; that is not copied (docs/adaptive-truncation.md
+4.2).
 
 Randomness: `noise` (a `NoiseSource`: OS entropy, or OpenDP when secure) draws the Laplace
 noise and the row subset/permutation; `rng` (seedable) drives only Thompson draws and the SMC,
 which are post-processing. The privacy analysis under add/remove-one with a private row count
-is in `truncation_privacy`.
+is in `privacy`.
 
 Engines: "ibis" is the default and the only one validated for the normal family. The paper's
-"latent_smc" fails the grid-oracle check (spec C4) at (epsilon, T, N) = (1, 300, 500): over
-five seeds its posterior mean of log sigma is 0.11-0.31 posterior sds from the exact grid
-posterior (IBIS: 0.01-0.11), beyond the 0.25 tolerance on one of them, and it costs O(N t)
+"latent_smc" fails the grid-oracle check (docs/adaptive-truncation.md C4) at (epsilon, T, N) = (1,
+300, 500): over five seeds its posterior mean of log sigma is 0.11-0.31 posterior sds from the exact
+grid posterior (IBIS: 0.01-0.11), beyond the 0.25 tolerance on one of them, and it costs O(N t)
 per step. `check_engine` refuses it for releases; it stays available to the library.
 
 Time per run (N = 1000 particles, T = 1000 rows, IBIS): dominated by the resample-move steps,
@@ -35,17 +37,18 @@ import numpy as np
 import pandas as pd
 
 from dprelease.errors import InputError
-from dprelease.inference.truncation_design import (
+from dprelease.inference.truncation.design import (
     TruncationDesign,
     clip_interval,
     design_interval,
 )
-from dprelease.inference.truncation_engines import ENGINES, NormalPrior, ParticlePosterior
-from dprelease.inference.truncation_privacy import TOO_FEW_ROWS, select_rows
+from dprelease.inference.truncation.engines import ENGINES, NormalPrior, ParticlePosterior
+from dprelease.inference.truncation.privacy import TOO_FEW_ROWS, select_rows
 from dprelease.privacy.noise import NoiseSource
-from dprelease.verify_adaptive_truncation import TRANSCRIPT_COLUMNS
+from dprelease.release.files import TRANSCRIPT_COLUMNS
 
-# Engines that pass the grid-oracle check (spec C4) per family; releases refuse the others.
+# Engines that pass the grid-oracle check (docs/adaptive-truncation.md C4) per family; releases
+# refuse the others.
 VALIDATED_ENGINES: dict[str, tuple[str, ...]] = {"normal": ("ibis",)}
 
 
@@ -56,7 +59,7 @@ def check_engine(family: str, engine: str) -> None:
     if engine not in VALIDATED_ENGINES.get(family, ()):
         raise InputError(
             f"engine {engine!r} is not validated for the {family} family: it fails the exact "
-            "grid-posterior check (spec C4); use --engine ibis"
+            "grid-posterior check (docs/adaptive-truncation.md C4); use --engine ibis"
         )
 
 
@@ -81,8 +84,7 @@ def laplace_release(
     The clamp has sensitivity r - l, so the Laplace *scale* (r - l)/epsilon makes each
     release epsilon-DP (paper Theorem 2); the author's code draws scale (r-l)/(epsilon sqrt 2).
     """
-    x = np.asarray(x, dtype=float)
-    return np.clip(x, lower, upper) + noise.laplace((upper - lower) / epsilon, x.shape)
+    return noise.add_laplace(np.clip(x, lower, upper), (upper - lower) / epsilon)
 
 
 class OnlineTruncatedEstimator:

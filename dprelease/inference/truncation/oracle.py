@@ -1,4 +1,5 @@
-"""Exact grid posterior of (mu, sigma) for a released transcript (spec section 5.3, check C4).
+"""Exact grid posterior of (mu, sigma) for a released transcript (docs/adaptive-truncation.md
+section 5.3, check C4).
 
     log p(mu, log sigma | y_{1:T}) = log eta(mu, log sigma)
                                      + sum_t log p(y_t | mu, sigma; l_t, r_t, b_t) + const
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from dprelease.inference.truncation_engines import NormalPrior, ParticlePosterior, loglik_sum
+from dprelease.inference.truncation.engines import NormalPrior, ParticlePosterior, loglik_sum
 
 
 @dataclass(frozen=True)

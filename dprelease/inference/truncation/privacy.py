@@ -1,7 +1,8 @@
-"""Privacy plan of an adaptive-truncation release under add/remove-one (spec section 4.3).
+"""Privacy plan of an adaptive-truncation release under add/remove-one (docs/adaptive-truncation.md
+section 4.3).
 
 The paper (Yildirim 2023, Proposition 1 and Appendix A) proves epsilon-DP under substitution
-for a sequence whose length n is public; PRIVACY_MODEL.md makes the row count N_D private and
+for a sequence whose length n is public; docs/privacy-model.md makes the row count N_D private and
 uses add/remove-one, so dprelease processes a PUBLIC number of rows T, chosen as a uniformly
 random subset of T distinct rows in uniformly random order, the subset and order drawn from
 the mechanism's `NoiseSource` (never from the user seed: a known permutation breaks the
@@ -42,12 +43,12 @@ import numpy as np
 
 from dprelease.errors import InputError
 from dprelease.privacy.accounting import PlannedSpend, default_delta
+from dprelease.privacy.counting import dp_row_count
 from dprelease.privacy.mechanisms import ApproxDP, Laplace, PureEpsilon
 from dprelease.privacy.noise import NoiseSource
+from dprelease.release.files import COUNT_MECHANISM, TRUNCATION_MECHANISM
 from dprelease.schema import CategoricalColumn, Schema
 
-COUNT_MECHANISM = "dp_row_count"
-TRUNCATION_MECHANISM = "adaptive_truncation_laplace"
 ROW_SELECTION = "uniform subset without replacement, random order"
 TOO_FEW_ROWS = "the table has fewer rows than the number of rows to process"
 BELOW_MIN_ROWS = "the table has fewer rows than the schema's min_rows"
@@ -68,7 +69,8 @@ class TruncationPlan:
     min_steps: int = 50
 
     def planned_spends(self, design: dict) -> list[PlannedSpend]:
-        """Ledger entries (spec 6.4), each with its typed mechanism description."""
+        """Ledger entries (docs/adaptive-truncation.md 6.4), each with its typed mechanism
+        description."""
         spends = []
         if self.variant == "dp_count":
             spends.append(
@@ -131,7 +133,7 @@ def plan_truncation(
 
     Defaults when neither `n_steps` nor `delta` is given (public functions of the schema):
     with a schema `min_rows`, the pure-epsilon variant with T = min(min_rows, max_steps);
-    otherwise T from a DP count with delta_T = `dprelease.planning.default_delta` (the cap's
+    otherwise T from a DP count with delta_T = `privacy.accounting.default_delta` (the cap's
     delta in proportion to this release's share of the cap's epsilon). A pure-epsilon cap
     without `min_rows` has no default and is refused with what to declare.
     """
@@ -185,28 +187,22 @@ def plan_truncation(
 
 
 def steps_from_count(noisy_count: float, count_epsilon: float, delta: float, max_steps: int) -> int:
-    """T = min(max_steps, floor(n~ - ln(1/(2 delta)) / epsilon_count)) (spec 4.3)."""
+    """T = min(max_steps, floor(n~ - ln(1/(2 delta)) / epsilon_count))
+    (docs/adaptive-truncation.md 4.3)."""
     margin = math.log(1.0 / (2.0 * delta)) / count_epsilon
     return int(min(max_steps, math.floor(noisy_count - margin)))
-
-
-def dp_row_count(n_rows: int, count_epsilon: float, noise: NoiseSource) -> float:
-    """The Laplace row count N_D + Lap(1/epsilon_count) (add/remove sensitivity 1)."""
-    return float(n_rows + noise.laplace(1.0 / count_epsilon, 1)[0])
 
 
 def select_rows(n_rows: int, n_steps: int, noise: NoiseSource, message: str) -> np.ndarray:
     """Indices of a uniformly random T-subset in uniformly random order, from the noise source.
 
-    The order statistics of iid continuous draws are a uniform random permutation; the draws
-    come from `noise` (OS entropy or OpenDP), so `--seed` cannot reproduce the selection.
-    `NoiseSource` exposes only Laplace and Gaussian draws, hence the argsort. Refuses with
-    `message` (which must carry no count) when the table has fewer than T rows.
+    The first T entries of a uniform random permutation (`noise.permutation`, OS entropy), so
+    `--seed` cannot reproduce the selection. Refuses with `message` (which must carry no
+    count) when the table has fewer than T rows.
     """
     if n_steps > n_rows:
         raise InputError(message)
-    keys = noise.gaussian(1.0, n_rows)
-    return np.argsort(keys, kind="stable")[:n_steps]
+    return noise.permutation(n_rows)[:n_steps]
 
 
 def resolve_steps(

@@ -14,7 +14,7 @@ markdown from these sections plus its own, and writes it with `write_markdown`:
 
 Everything is read from the manifest and `ledger.parquet` of the release being written (the
 writer puts the ledger there before it calls the report): public metadata and DP outputs
-only, nothing computed from the real table (PRIVACY_MODEL.md section 8).
+only, nothing computed from the real table (docs/privacy-model.md section 8).
 
 Rounding (`human`): three significant digits; values of 1,000 and more as whole numbers with
 thousands separators; values below 0.001 in short scientific notation (`1e-6`, `2.5e-7`).
@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
-REPORT_FILE = "report.md"
-LEDGER_FILE = "ledger.parquet"
+from dprelease.release.files import LEDGER_FILE, REPORT_FILE
+
 BASIC = "basic"
 MAX_PAST_RELEASES = 20
 INVALID_ROWS_TEXT = {
@@ -211,6 +212,29 @@ def verification_section(manifest: dict) -> list[str]:
         "verify`) with one the publisher announced through another channel.",
         "",
     ]
+
+
+def opening_sections(manifest: dict, title: str, mechanism: str) -> list[str]:
+    """The header, the privacy section and one line stating the kind's mechanism."""
+    return [
+        *header_section(manifest, title),
+        *privacy_section(manifest),
+        f"- Mechanism: {mechanism}.",
+        "",
+    ]
+
+
+def closing_sections(directory: Path, manifest: dict) -> list[str]:
+    """The dataset's budget and how to verify the release: the end of every report."""
+    return [*budget_section(directory, manifest), *verification_section(manifest)]
+
+
+def save_figure(directory: Path, name: str, figure: Any) -> None:  # a matplotlib Figure
+    """Write a figure of the report as a PNG into the release directory and close it."""
+    import matplotlib.pyplot as plt
+
+    figure.savefig(directory / name, dpi=100)
+    plt.close(figure)
 
 
 def write_markdown(directory: Path, lines: list[str]) -> None:

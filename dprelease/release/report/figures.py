@@ -88,9 +88,3 @@ def _k_hat_panel(axis, k_hat: float, threshold: float) -> None:  # noqa: ANN001
     axis.set_xlabel("PSIS k-hat")
     axis.set_title("Tail of the weights")
     axis.legend(loc="lower left", fontsize="small")
-
-
-def close_figure(figure) -> None:  # noqa: ANN001
-    import matplotlib.pyplot as plt
-
-    plt.close(figure)

@@ -2,8 +2,8 @@
 
 Drawn only from what the release contains (the synthetic rows, the released weights, the
 manifest and the ledger entries): every summary is post-processing of DP outputs, nothing is
-computed from the real table (PRIVACY_MODEL.md section 8). The sections every release kind
-shares come from `dprelease.report_common`.
+computed from the real table (docs/privacy-model.md section 8). The sections every release kind
+shares come from `dprelease.release.report.common`.
 
 Column summaries compare, on the synthetic rows only, the unweighted value with the
 importance-weighted one (self-normalised, `dprelease.analysis.weighted_mean`). They "differ a
@@ -14,11 +14,10 @@ large enough that an analysis would change), or a category share by more than
 with the weights taken as fixed: they ignore the DP noise in the weights, and the report says
 so next to them.
 
-A generator that collapsed onto a few rows (a DP-GAN trained too long on too little data)
-can still get flat, "good" weights: PSIS judges the weights, not the rows. "How it was made"
-therefore counts the distinct synthetic rows and warns when they are fewer than
-`COLLAPSE_FRACTION` (1%) of what the release could hold: its row count, or the size of the
-schema's public domain when that is smaller (an all-categorical table).
+"Is this release usable?" comes first (`report/accuracy.py`): one verdict from the accuracy the
+DP noise allows, the collapse check and the weights' diagnostics. PSIS judges the weights,
+not the rows: flat, "good" weights say nothing about a generator that collapsed or drowned in
+noise.
 
 The weights figure (`weights.png`) shows the released `weight` values (histogram), the
 largest weights before and after Pareto smoothing, and PSIS k-hat against its thresholds
@@ -35,25 +34,24 @@ import pandas as pd
 from pandas.api.types import is_numeric_dtype
 
 from dprelease.analysis import WeightedMean, weighted_mean
-from dprelease.report_common import (
-    budget_section,
+from dprelease.release.files import SYNTHETIC_FILE, WEIGHTS_FIGURE
+from dprelease.release.report.accuracy import usable_section
+from dprelease.release.report.common import (
+    closing_sections,
     header_section,
     human,
     percent,
     privacy_section,
-    verification_section,
+    save_figure,
     write_markdown,
 )
-from dprelease.report_figures import (
+from dprelease.release.report.figures import (
     GOOD_K_HAT,
-    close_figure,
     diagnostic_number,
     weights_figure,
 )
 
-FIGURE_WEIGHTS = "weights.png"
 MEAN_SHIFT_SD = 0.2
-COLLAPSE_FRACTION = 0.01
 SHARE_SHIFT = 0.05
 VERDICT_TEXT = {
     "good": "good: weighted estimates are reliable",
@@ -74,22 +72,21 @@ def write_report(
     smoothed_log_weights: np.ndarray,
 ) -> None:
     """Write report.md and weights.png into the release directory (the `report` callable of
-    the synthetic kind's `ReleaseBundle`; `dprelease.synthetic_release`)."""
+    the synthetic kind's `ReleaseBundle`; `dprelease.release.synthetic`)."""
     diagnostics = manifest["diagnostics"]
     temper = float(manifest["configuration"]["release"].get("temper", 1.0))
     figure = weights_figure(weights, raw_log_weights, smoothed_log_weights, diagnostics, temper)
-    figure.savefig(directory / FIGURE_WEIGHTS, dpi=100)
-    close_figure(figure)
+    save_figure(directory, WEIGHTS_FIGURE, figure)
     summary = column_summary(synthetic, weights)
     lines = [
         *header_section(manifest, "Synthetic release"),
         *privacy_section(manifest),
+        *usable_section(manifest),
         *_made_section(manifest, synthetic),
         *_weights_section(manifest, diagnostics),
         *columns_section(summary),
         *_snippet_section(manifest, synthetic),
-        *budget_section(directory, manifest),
-        *verification_section(manifest),
+        *closing_sections(directory, manifest),
     ]
     write_markdown(directory, lines)
 
@@ -99,48 +96,17 @@ def _made_section(manifest: dict, synthetic: pd.DataFrame) -> list[str]:
     generator, weights = configuration["generator"], configuration["weights"]
     fraction = weights.get("fraction")
     share = f", {percent(fraction)} of the release's budget" if fraction else ""
-    distinct = len(synthetic[list(manifest["schema"]["columns"])].drop_duplicates())
     return [
         "## How it was made",
         "",
         f"- Generator: `{generator['generator']}` (allotted {_part_spend(generator)}).",
         f"- Weights: `{weights['method']}`{share} (allotted {_part_spend(weights)}).",
-        f"- Synthetic rows: {len(synthetic):,}, of which {distinct:,} distinct.",
+        f"- Synthetic rows: {len(synthetic):,}.",
         "",
-        *collapse_warning(distinct, len(synthetic), manifest["schema"]["columns"]),
         "What each mechanism actually spent is in `ledger.parquet` (a mechanism may spend less "
         "than its allotment, e.g. a pure-ε mechanism spends no δ).",
         "",
     ]
-
-
-def collapse_warning(distinct: int, n_rows: int, columns: dict) -> list[str]:
-    """A warning when the synthetic rows hold fewer than COLLAPSE_FRACTION of the distinct
-    rows they could: min(row count, size of the public domain of the schema's columns)."""
-    possible = min(float(n_rows), public_domain_size(columns))
-    if distinct >= COLLAPSE_FRACTION * possible:
-        return []
-    return [
-        f"**Warning:** only {distinct:,} distinct rows among {n_rows:,}: the generator "
-        "collapsed onto a few rows. Weights cannot restore rows the generator never produces, "
-        "however good their diagnostics; use another generator or more ε for it.",
-        "",
-    ]
-
-
-def public_domain_size(columns: dict) -> float:
-    """Number of possible rows of the schema's columns (public): categories or integer values
-    per column (plus one when nullable); a continuous column has infinitely many."""
-    size = 1.0
-    for spec in columns.values():
-        if spec["type"] == "categorical":
-            values = float(len(spec["categories"]))
-        elif spec["type"] == "integer":
-            values = float(spec["max"] - spec["min"] + 1)
-        else:
-            return math.inf
-        size *= values + bool(spec.get("nullable"))
-    return size
 
 
 def _part_spend(part: dict) -> str:
@@ -172,7 +138,7 @@ def _weights_section(manifest: dict, diagnostics: dict) -> list[str]:
         "",
         "| diagnostic | value |",
         "| --- | --- |",
-        f"| verdict | {VERDICT_TEXT.get(verdict, verdict)} |",
+        f"| weights' verdict | {VERDICT_TEXT.get(verdict, verdict)} |",
         f"| k-hat | {_k_hat_text(k_hat)} (threshold {human(threshold, 2)}) |",
         f"| ESS of `weight` | {human(ess)} of {n:,} rows ({percent(ess / n)}) |",
         f"| ESS before smoothing | {human(ess_raw)} |",
@@ -189,7 +155,7 @@ def _weights_section(manifest: dict, diagnostics: dict) -> list[str]:
         ]
     lines += [
         "",
-        f"![weights: their distribution, the largest ones, and k-hat]({FIGURE_WEIGHTS})",
+        f"![weights: their distribution, the largest ones, and k-hat]({WEIGHTS_FIGURE})",
         "",
         *_calibration_lines(manifest["configuration"]["weights"]),
     ]
@@ -332,7 +298,7 @@ def _snippet_section(manifest: dict, synthetic: pd.DataFrame) -> list[str]:
     plain = [
         "import pyarrow.parquet as pq",
         "",
-        f'frame = pq.read_table("{path}/synthetic.parquet").to_pandas()',
+        f'frame = pq.read_table("{path}/{SYNTHETIC_FILE}").to_pandas()',
     ]
     if numeric:
         column = numeric[0]

@@ -1,0 +1,1 @@
+"""The `dprelease` command line: one module per command group (`app` assembles them)."""

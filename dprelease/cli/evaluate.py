@@ -1,0 +1,72 @@
+"""`dprelease evaluate`: the paper's utility study on a train/test split of a table (not for
+publication: its metrics are computed on real data)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from dprelease.cli import support
+from dprelease.config import InputPolicy
+from dprelease.evaluation.harness import DEFAULT_WEIGHT_METHODS
+from dprelease.generators import GENERATORS
+from dprelease.io.stream import preflight
+from dprelease.release.synthetic_plan import DEFAULT_GENERATOR
+
+
+def _csv(text: str, kind: type = str) -> list:
+    try:
+        return [kind(item.strip()) for item in text.split(",") if item.strip()]
+    except ValueError:
+        raise typer.BadParameter(f"expected comma-separated values, got {text!r}") from None
+
+
+def evaluate(
+    input_path: support.InputArgument,
+    schema: support.SchemaOption,
+    test_fraction: Annotated[float, typer.Option("--test-fraction")] = 0.2,
+    generators: Annotated[
+        str, typer.Option("--generators", help=f"Comma-separated: {', '.join(GENERATORS)}.")
+    ] = DEFAULT_GENERATOR,
+    weights: Annotated[
+        str, typer.Option("--weights", help="Comma-separated weight methods.")
+    ] = ",".join(DEFAULT_WEIGHT_METHODS),
+    epsilons: Annotated[str, typer.Option("--epsilons", help="Comma-separated.")] = "1,6",
+    seeds: Annotated[int, typer.Option("--seeds")] = 10,
+    n_synthetic: support.NSyntheticOption = None,
+    out: Annotated[Path, typer.Option("--out", help="Evaluation directory.")] = Path("evaluations"),
+    dask: Annotated[
+        str | None,
+        typer.Option(
+            "--dask",
+            metavar="ADDRESS|local",
+            help="Run the cells on Dask: 'local' starts a 2-worker local cluster, an address "
+            "(tcp://host:8786) uses a running scheduler. The real table's train/test parts go "
+            "to the workers: keep them inside your trust boundary. Default: threads here.",
+        ),
+    ] = None,
+    verbose: support.VerboseOption = False,
+) -> None:
+    """Evaluate generators x weights x epsilons on a train/test split (not for publication)."""
+    from dprelease.schema import load_schema
+
+    with support.expected_errors(verbose):
+        preflight(input_path, load_schema(schema), InputPolicy())
+    directory = support.run_flow(
+        "flows.evaluate:run_evaluation",
+        verbose=verbose,
+        what="evaluation",
+        dask=dask,
+        input_path=str(input_path),
+        schema_path=str(schema),
+        out_dir=str(out),
+        test_fraction=test_fraction,
+        generators=_csv(generators),
+        weights=_csv(weights),
+        epsilons=_csv(epsilons, float),
+        seeds=seeds,
+        n_synthetic=n_synthetic,
+    )
+    support.stdout.print(directory, highlight=False, soft_wrap=True)

@@ -1,0 +1,1 @@
+"""Online DP Bayesian estimation with adaptive truncation (Yildirim, Yildirim 2023)."""

@@ -1,0 +1,229 @@
+"""One release pipeline per release kind, behind one interface, run in one guarded order.
+
+A kind (`release.synthetic`, `release.truncation`, `release.abcdp`) implements `Pipeline`:
+
+- `plan(schema, config)`: everything public, computed before any data is read: the
+  calibration of every mechanism and the spends to reserve (`Plan`);
+- `load(plan, source)`: the validated real data (a file path, or a table in memory);
+- `run(plan, data, noise, step)`: the mechanisms (they see the real data);
+- `actual_spends(plan, outcome)`: what each reserved mechanism actually spent;
+- `bundle(plan, outcome, record)`: the `ReleaseBundle` (DP outputs and public metadata).
+
+`publish` runs them in the order the privacy model requires (docs/privacy-model.md
+section 7), and nothing else reserves or commits spends:
+
+    plan -> check the cap (exit 3, the data unread) -> load and validate (exit 2, nothing
+    spent) -> reserve every planned spend atomically -> run -> commit the actual spends ->
+    bundle (the dataset's ledger record up to this release) -> write atomically.
+
+From the reservation on, a failure keeps the spend (`errors.spend_kept`): the run may have
+touched the data, and a retry is a new spend. The release id, whose UTC time is the manifest's
+`created_at`, is taken before the data is read (a time taken after would reveal how long a
+data step took).
+
+`step(name, function, *args, **kwargs)` runs each step: `direct` calls it; the Prefect flows
+pass a runner that makes each step a Prefect task (`tasks.prefect_step`). That is the only
+thing the flows decide.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Generic, Protocol, TypeVar
+
+import pandas as pd
+
+from dprelease.config import ReleaseSettings
+from dprelease.errors import spend_kept
+from dprelease.privacy.accounting import Cap, PlannedSpend
+from dprelease.privacy.ledger import Ledger, resolve_ledger_url
+from dprelease.privacy.noise import NoiseSource
+from dprelease.release.writer import LedgerRecord, ReleaseBundle, new_release_id, write_release
+from dprelease.schema import Schema, load_schema
+
+Step = Callable[..., Any]
+Source = str | Path | pd.DataFrame  # a file, or a table in memory (the evaluation harness)
+
+
+def direct(name: str, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Run a step as a plain call (the library's runner)."""
+    return function(*args, **kwargs)
+
+
+class Plan(Protocol):
+    """What the guarded order needs from every kind's public plan."""
+
+    @property
+    def schema(self) -> Schema: ...
+
+    @property
+    def dataset(self) -> str: ...
+
+    @property
+    def cap(self) -> Cap: ...
+
+    @property
+    def planned_spends(self) -> Sequence[PlannedSpend]: ...
+
+    @property
+    def secure_noise(self) -> bool: ...
+
+
+@dataclass(frozen=True)
+class KindPlan:
+    """The part every kind's plan shares: the public schema and the kind's settings."""
+
+    schema: Schema
+    config: ReleaseSettings
+
+    @property
+    def dataset(self) -> str:
+        return self.schema.dataset
+
+    @property
+    def cap(self) -> Cap:
+        """The schema's cap (what the ledger checks before the data is read)."""
+        return self.schema.budget.cap
+
+    @property
+    def secure_noise(self) -> bool:
+        return self.config.secure_noise
+
+    def release_bundle(
+        self, kind: str, record: LedgerRecord, configuration: dict, **contents: Any
+    ) -> ReleaseBundle:
+        """The `ReleaseBundle` of a release of this plan: its dataset, public schema and
+        invalid-row policy, the kind's configuration and `contents` (tables, report...)."""
+        return ReleaseBundle(
+            kind=kind,
+            dataset=self.dataset,
+            record=record,
+            schema=self.schema.public_dict(),
+            configuration=configuration,
+            invalid_rows=self.config.on_invalid_rows,
+            **contents,
+        )
+
+
+ConfigT = TypeVar("ConfigT")
+PlanT = TypeVar("PlanT", bound=Plan)
+DataT = TypeVar("DataT")
+OutcomeT = TypeVar("OutcomeT")
+
+
+@dataclass(frozen=True)
+class Pipeline(Generic[ConfigT, PlanT, DataT, OutcomeT]):
+    """One release kind (see the module docstring).
+
+    plan(schema, config): the public plan; refuses bad settings (InputError) before anything
+        is read.
+    load(plan, source): the validated real data (InputError on bad input: nothing is spent).
+    run(plan, data, noise, step): the mechanisms; only after the reservation.
+    actual_spends(plan, outcome): what each planned spend actually spent, in the order of
+        `plan.planned_spends`.
+    bundle(plan, outcome, record): the release's files (DP outputs and public metadata only).
+    """
+
+    kind: str
+    plan: Callable[[Schema, ConfigT], PlanT]
+    load: Callable[[PlanT, Source], DataT]
+    run: Callable[[PlanT, DataT, NoiseSource, Step], OutcomeT]
+    actual_spends: Callable[[PlanT, OutcomeT], list[PlannedSpend]]
+    bundle: Callable[[PlanT, OutcomeT, LedgerRecord], ReleaseBundle]
+
+
+def one_step(
+    name: str, mechanism: Callable[[PlanT, DataT, NoiseSource], OutcomeT]
+) -> Callable[[PlanT, DataT, NoiseSource, Step], OutcomeT]:
+    """A `run` that is one step named `name`: `mechanism(plan, data, noise)`."""
+
+    def run(plan: PlanT, data: DataT, noise: NoiseSource, step: Step) -> OutcomeT:
+        return step(name, mechanism, plan, data, noise)
+
+    return run
+
+
+def check_budget(ledger_url: str, plan: Plan) -> None:
+    """Refuse (exit 3) a plan the cap cannot hold, before the real data is read."""
+    with Ledger(ledger_url) as ledger:
+        ledger.check_available(plan.dataset, plan.cap, plan.planned_spends)
+
+
+def reserve(ledger_url: str, plan: Plan, release_id: str) -> tuple[int, ...]:
+    """Atomically check the cap and reserve every planned spend; return the entry ids."""
+    with Ledger(ledger_url) as ledger:
+        return ledger.reserve(plan.dataset, plan.cap, release_id, plan.planned_spends)
+
+
+def commit(ledger_url: str, entry_ids: Sequence[int], actual: Sequence[PlannedSpend]) -> None:
+    """Record what each reserved mechanism actually spent."""
+    with Ledger(ledger_url) as ledger:
+        for entry_id, spend in zip(entry_ids, actual, strict=True):
+            ledger.commit(entry_id, spend)
+
+
+def ledger_record(
+    ledger_url: str, dataset: str, release_id: str, entry_ids: tuple[int, ...]
+) -> LedgerRecord:
+    """The dataset's entries up to this release's last one and its recorded cap, read in one
+    connection."""
+    with Ledger(ledger_url) as ledger:
+        entries = ledger.entries(dataset, up_to_id=max(entry_ids))
+        cap = ledger.cap(dataset)
+    if cap is None:
+        raise RuntimeError(f"dataset {dataset!r} has no cap in the ledger after a reservation")
+    return LedgerRecord(release_id, entry_ids, entries, cap)
+
+
+def run_guarded(
+    pipeline: Pipeline[Any, PlanT, Any, OutcomeT],
+    plan: PlanT,
+    source: Source,
+    *,
+    ledger_url: str,
+    noise: NoiseSource | None = None,
+    step: Step = direct,
+) -> tuple[OutcomeT, LedgerRecord]:
+    """Check the cap, load, reserve, run and commit (module docstring); the outcome and the
+    ledger record. `noise`: the mechanisms' noise source (default: OS entropy, or OpenDP
+    when the plan asks for secure noise); tests pass a seeded one."""
+    release_id = new_release_id()  # before the data is read
+    step("check-budget", check_budget, ledger_url, plan)
+    data = step("load-real-table", pipeline.load, plan, source)
+    entry_ids = step("reserve-budget", reserve, ledger_url, plan, release_id)
+    with spend_kept():
+        noise = noise or NoiseSource(secure=plan.secure_noise)
+        outcome = pipeline.run(plan, data, noise, step)
+        del data
+        actual = pipeline.actual_spends(plan, outcome)
+        step("commit-spends", commit, ledger_url, entry_ids, actual)
+        record = step(
+            "ledger-record", ledger_record, ledger_url, plan.dataset, release_id, entry_ids
+        )
+    return outcome, record
+
+
+def publish(
+    pipeline: Pipeline[ConfigT, Any, Any, Any],
+    schema: Schema | str | Path,
+    config: ConfigT,
+    source: Source,
+    *,
+    out_dir: str | Path,
+    ledger_url: str | None = None,
+    noise: NoiseSource | None = None,
+    step: Step = direct,
+) -> Path:
+    """Plan, run in the guarded order and write one release; return its directory."""
+    ledger_url = resolve_ledger_url(ledger_url)
+    if not isinstance(schema, Schema):
+        schema = load_schema(schema)
+    plan = step("plan", pipeline.plan, schema, config)
+    outcome, record = run_guarded(
+        pipeline, plan, source, ledger_url=ledger_url, noise=noise, step=step
+    )
+    with spend_kept():
+        bundle = step("bundle", pipeline.bundle, plan, outcome, record)
+    return step("write-release", write_release, bundle, out_dir)

@@ -1,0 +1,78 @@
+"""The "Is this release usable?" section of a synthetic release's report: the verdict, the
+accuracy the DP noise allows and the collapse check (`dprelease.diagnostics.accuracy`), from
+the manifest only (DP outputs and public quantities)."""
+
+from __future__ import annotations
+
+from dprelease.diagnostics.accuracy import FAIR_TVD, GOOD_TVD, USABLE
+
+SHOWN_MARGINALS = 12
+GRADE_TEXT = {
+    "good": "good: the DP noise moves each measured marginal little",
+    "fair": "fair: the DP noise is noticeable; check the columns you rely on",
+    "poor": "poor: the DP noise dominates",
+    "not stated": "not stated: the generator measures no marginals",
+}
+
+
+def usable_section(manifest: dict) -> list[str]:
+    """The verdict with its reasons, the accuracy grade and table, the collapse check."""
+    judged, accuracy = manifest["verdict"], manifest["accuracy"]
+    lines = ["## Is this release usable?", "", f"**Verdict: {judged['verdict']}.**", ""]
+    if judged["verdict"] != USABLE:
+        lines += [f"- {reason}." for reason in judged["reasons"]] + [""]
+    lines += [
+        f"Accuracy allowed by the DP noise: {GRADE_TEXT[accuracy['grade']]}. For each marginal "
+        "the generator measured, the expected total variation distance of its noisy counts "
+        "from the real ones, k E|noise| / (2 N~) for k cells and the noisy total N~ (an order "
+        "of magnitude: the generator's fit usually lowers it, the real rows' own sampling "
+        f"variation comes on top). Good: one-way median at most {GOOD_TVD:g}; the noise "
+        f"dominates above {FAIR_TVD:g}.",
+        "",
+        *_marginals_table(accuracy),
+        *_rows_lines(accuracy["synthetic_rows"]),
+    ]
+    return lines
+
+
+def _marginals_table(accuracy: dict) -> list[str]:
+    marginals = accuracy["marginals"]
+    if not marginals:
+        return []
+    worst = sorted(marginals, key=lambda m: -m["expected_tvd"])[:SHOWN_MARGINALS]
+    lines = [
+        "Median expected TVD: "
+        f"{_value(accuracy['one_way_median_expected_tvd'])} over the one-way marginals, "
+        f"{_value(accuracy['multi_way_median_expected_tvd'])} over the multi-way ones. The "
+        f"{len(worst)} least accurate of {len(marginals)} measured marginals (all are in "
+        "`manifest.json`, `accuracy`):",
+        "",
+        "| measured marginal | cells | expected TVD |",
+        "| --- | --- | --- |",
+    ]
+    lines += [
+        f"| {' × '.join(m['columns'])} | {m['cells']:,} | {_value(m['expected_tvd'])} |"
+        for m in worst
+    ]
+    return [*lines, ""]
+
+
+def _value(value: float | None) -> str:
+    """A TVD in [0, 1] to three decimals."""
+    if value is None:
+        return "none measured"
+    return "< 0.001" if value < 0.0005 else f"{value:.3f}"
+
+
+def _rows_lines(rows: dict) -> list[str]:
+    lines = [f"Synthetic rows: {rows['n_synthetic']:,}, of which {rows['distinct']:,} distinct."]
+    if rows["collapsed"]:
+        lines.append(
+            "**Warning:** the generator collapsed onto few distinct rows. Weights cannot "
+            "restore rows the generator never produces, however good their diagnostics; use "
+            "another generator or more ε for it."
+        )
+    for column, categories in rows["missing_categories"].items():
+        shown = ", ".join(f"`{c}`" for c in categories)
+        lines.append(f"No synthetic row has `{column}` = {shown}.")
+    return [*lines, ""]
