@@ -25,6 +25,25 @@ ROOT = Path(__file__).parent.parent
 SCHEMA = ROOT / "data" / "census.yaml"
 
 
+def library_release(
+    work: Path, rows: int, weights: str | None, n_synthetic: int
+) -> tuple[Path, SyntheticConfig, Path, StepTimer]:
+    """One release of a `rows`-row census-like table through the product's pipeline, each step
+    timed; returns (release directory, config, input file, timer). tests/test_benchmarks.py
+    runs it small and verifies the release."""
+    data = work / "census.csv"
+    census_like(rows, seed=0).to_csv(data, index=False)
+    config = SyntheticConfig(
+        epsilon=1.0, delta=1e-6, weights=weights, n_synthetic=n_synthetic, seed=0
+    )
+    timer = StepTimer()
+    release_dir = publish(
+        SYNTHETIC_PIPELINE, SCHEMA, config, str(data), out_dir=work / "releases",
+        ledger_url=f"sqlite:///{work / 'ledger.sqlite'}", step=timer,
+    )  # fmt: skip
+    return Path(release_dir), config, data, timer
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rows", type=int, default=30_000)
@@ -32,16 +51,7 @@ def main() -> None:
     parser.add_argument("--n-synthetic", type=int, default=30_000)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="dprelease-bench-"))
-    data = work / "census.csv"
-    census_like(args.rows, seed=0).to_csv(data, index=False)
-    config = SyntheticConfig(
-        epsilon=1.0, delta=1e-6, weights=args.weights, n_synthetic=args.n_synthetic, seed=0
-    )
-    timer = StepTimer()
-    publish(
-        SYNTHETIC_PIPELINE, SCHEMA, config, str(data), out_dir=work / "releases",
-        ledger_url=f"sqlite:///{work / 'ledger.sqlite'}", step=timer,
-    )  # fmt: skip
+    _, config, data, timer = library_release(work, args.rows, args.weights, args.n_synthetic)
     library_total = sum(step.wall for step in timer.steps)
 
     os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
