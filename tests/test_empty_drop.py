@@ -11,27 +11,14 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import SeededNoise
+from release_fixtures import TINY_SCHEMA as SCHEMA
 
 from dprelease.config import SyntheticConfig
 from dprelease.encoding import Encoder
 from dprelease.generators.mbi import MST
 from dprelease.release.pipeline import publish
 from dprelease.release.synthetic import SYNTHETIC_PIPELINE
-from dprelease.schema import Schema
 
-SCHEMA = Schema.model_validate(
-    {
-        "dataset": "empty-drop",
-        "budget": {"epsilon": 50.0, "delta": 1e-4},
-        "max_rows": 100,
-        "target": "y",
-        "columns": {
-            "x": {"type": "continuous", "min": 0, "max": 1},
-            "k": {"type": "integer", "min": 0, "max": 3},
-            "y": {"type": "categorical", "categories": ["a", "b"]},
-        },
-    }
-)
 EMPTY = pd.DataFrame(
     {
         "x": pd.Series([], dtype=float),

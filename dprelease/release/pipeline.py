@@ -94,8 +94,8 @@ class KindPlan:
     def release_bundle(
         self, kind: str, record: LedgerRecord, configuration: dict, **contents: Any
     ) -> ReleaseBundle:
-        """The `ReleaseBundle` of a release of this plan: its dataset, public schema and
-        invalid-row policy, the kind's configuration and `contents` (tables, report...)."""
+        """The `ReleaseBundle` of a release of this plan: its dataset, public schema, invalid-row
+        and out-of-bounds policies, the kind's configuration and `contents` (tables, report...)."""
         return ReleaseBundle(
             kind=kind,
             dataset=self.dataset,
@@ -103,6 +103,7 @@ class KindPlan:
             schema=self.schema.public_dict(),
             configuration=configuration,
             invalid_rows=self.config.on_invalid_rows,
+            out_of_bounds=self.config.on_out_of_bounds,
             **contents,
         )
 

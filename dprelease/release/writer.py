@@ -90,6 +90,18 @@ INVALID_ROWS_CLAUSES = {
 }
 
 
+def out_of_bounds_clause(out_of_bounds: str, invalid_rows: str) -> str:
+    """What happened to numbers outside the schema's bounds (the policy, never how many)."""
+    if out_of_bounds == "clip":
+        return "numbers outside the schema's bounds were clipped to them (part of the mechanism)"
+    if invalid_rows == "drop":
+        return (
+            "input rows with a number outside the schema's bounds were dropped with the "
+            "invalid rows (--on-out-of-bounds reject under drop)"
+        )
+    return "an input with any number outside the schema's bounds is refused"
+
+
 def privacy_statement(
     release_spend: Spend,
     dataset_total: Spend,
@@ -99,12 +111,14 @@ def privacy_statement(
     accountant_total: Spend | None = None,
     fixed_in_advance: Spend | None = None,
     warning: str | None = None,
+    out_of_bounds: str = "clip",
 ) -> str:
     """The sentence every release carries (docs/privacy-model.md sections 1 and 7): this release's
     spend, the dataset's total under basic composition and, for the rdp accountant, under the
     Rényi filter (the accountant that enforces the cap, valid for releases chosen adaptively),
     the cap, the PLD figure when given (valid only for a sequence fixed in advance, never used
-    to admit a release), the cap's delta warning and the invalid-row policy."""
+    to admit a release), the cap's delta warning, the invalid-row policy and the out-of-bounds
+    policy (`out_of_bounds_clause`)."""
     tight = (
         f"; under {accountant} composition ({RDP_FILTER}, valid for releases chosen after "
         f"earlier ones were seen) epsilon={accountant_total.epsilon:.6g}, "
@@ -126,7 +140,8 @@ def privacy_statement(
         f"dataset total epsilon={dataset_total.epsilon:.6g}, delta={dataset_total.delta:.6g} "
         f"(basic composition){tight}, of cap epsilon={cap.epsilon:.6g}, "
         f"delta={cap.delta:.6g} checked with the {accountant} accountant{reported}{caution}; "
-        f"{INVALID_ROWS_CLAUSES[invalid_rows]}"
+        f"{INVALID_ROWS_CLAUSES[invalid_rows]}; "
+        f"{out_of_bounds_clause(out_of_bounds, invalid_rows)}"
     )
 
 
@@ -159,6 +174,7 @@ class ReleaseBundle:
     json_files: Mapping[str, dict] = field(default_factory=dict)
     manifest_extra: Mapping[str, object] = field(default_factory=dict)
     invalid_rows: str = "refuse"
+    out_of_bounds: str = "clip"
 
     @property
     def release_id(self) -> str:
@@ -240,6 +256,7 @@ def _manifest(bundle: ReleaseBundle) -> dict:
             tight if accountant == RDP else None,
             reported,
             warning,
+            bundle.out_of_bounds,
         ),
         "release_spend": {"epsilon": release.epsilon, "delta": release.delta},
         "dataset_total": {"epsilon": total.epsilon, "delta": total.delta},
@@ -248,6 +265,7 @@ def _manifest(bundle: ReleaseBundle) -> dict:
         **extra,
         "neighbouring": NEIGHBOURING,
         "on_invalid_rows": bundle.invalid_rows,
+        "on_out_of_bounds": bundle.out_of_bounds,
         **bundle.manifest_extra,
         "schema": bundle.schema,
         "configuration": bundle.configuration,
