@@ -207,7 +207,9 @@ def write_release(bundle: ReleaseBundle, out_dir: str | Path) -> Path:
         manifest["files"] = _checksums(partial)
         (partial / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
         _fsync_tree(partial)
+        _stamp_times(partial, release_time(bundle.release_id))
         os.rename(partial, final)
+        _stamp_times(final, release_time(bundle.release_id), files=False)
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise
@@ -332,6 +334,16 @@ def _checksums(directory: Path) -> dict[str, str]:
         for path in sorted(directory.rglob("*"))
         if path.is_file() and path.name != MANIFEST_FILE
     }
+
+
+def _stamp_times(directory: Path, moment: datetime, *, files: bool = True) -> None:
+    """Set the access and modification times of the release's files and directory to the
+    release's time (taken before the data was read): write times would time the data steps
+    (issue 19 item 4)."""
+    stamp = moment.timestamp()
+    paths = [*directory.rglob("*")] if files else []
+    for path in [*paths, directory]:
+        os.utime(path, (stamp, stamp))
 
 
 def _fsync_tree(directory: Path) -> None:
