@@ -35,6 +35,7 @@ from uuid import uuid4
 
 import pandas as pd
 
+from dprelease.errors import InputError
 from dprelease.privacy.accountants import (
     BASIC,
     FIXED_IN_ADVANCE,
@@ -189,6 +190,20 @@ class ReleaseBundle:
     @property
     def dataset_total(self) -> Spend:
         return compose(Spend(e.epsilon, e.delta) for e in self.record.entries)
+
+
+def refuse_inside_release(out_dir: str | Path) -> None:
+    """Refuse (InputError) an output directory that is, or lies inside, a release directory
+    (one holding a manifest): a new release there would nest in it and break its
+    verification. Checked before anything is read or spent."""
+    out = Path(out_dir).resolve()
+    for directory in (out, *out.parents):
+        if (directory / MANIFEST_FILE).is_file():
+            raise InputError(
+                f"{out_dir}: refusing to write a release inside the release directory "
+                f"{directory} (it would nest in it and break its verification); choose "
+                "another --out"
+            )
 
 
 def write_release(bundle: ReleaseBundle, out_dir: str | Path) -> Path:
