@@ -77,7 +77,11 @@ InvalidRowsOption = Annotated[
 ]
 OutOfBoundsOption = Annotated[
     OutOfBounds,
-    typer.Option("--on-out-of-bounds", help="Clip or reject numbers outside the bounds."),
+    typer.Option(
+        "--on-out-of-bounds",
+        help="Clip numbers outside the bounds, or reject them (the table under --on-invalid-rows "
+        "refuse, the row under drop).",
+    ),
 ]
 SecureNoiseOption = Annotated[
     bool,
