@@ -9,7 +9,8 @@ release pipelines read them. Every field is public: it goes into the manifest.
 
 Shared by every kind (`ReleaseSettings`):
 - `on_out_of_bounds`: `clip` numbers outside the schema's bounds to them (part of the
-  mechanism, docs/privacy-model.md section 2) or `reject` the table;
+  mechanism, docs/privacy-model.md section 2) or `reject` them: the row is then invalid, so
+  the table is refused under `on_invalid_rows=refuse` and the row dropped under `drop`;
 - `on_invalid_rows`: `refuse` a table with any invalid row (interactive use) or `drop` invalid
   rows inside the mechanism (scheduled deployments: a release then never depends on one row);
 - `drop_extra_columns`: ignore input columns that are not in the schema;

@@ -15,6 +15,20 @@ from dprelease.release.synthetic import SYNTHETIC_PIPELINE
 from dprelease.schema import Schema
 
 ROOT = Path(__file__).parent.parent
+# Three columns: releases of it take about a second with the fast generators.
+TINY_SCHEMA = Schema.model_validate(
+    {
+        "dataset": "tiny",
+        "budget": {"epsilon": 50.0, "delta": 1e-4},
+        "max_rows": 100,
+        "target": "y",
+        "columns": {
+            "x": {"type": "continuous", "min": 0, "max": 1},
+            "k": {"type": "integer", "min": 0, "max": 3},
+            "y": {"type": "categorical", "categories": ["a", "b"]},
+        },
+    }
+)
 
 
 def census_schema(dataset: str = "verify-test", epsilon_cap: float = 3.0) -> Schema:

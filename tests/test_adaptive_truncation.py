@@ -36,7 +36,7 @@ from dprelease.inference.truncation.privacy import (
     steps_from_count,
 )
 from dprelease.privacy.counting import dp_row_count
-from dprelease.privacy.mechanisms import ApproxDP, Laplace, PureEpsilon
+from dprelease.privacy.mechanisms import ApproxDP, PureEpsilon
 from dprelease.privacy.noise import NoiseSource
 from dprelease.schema import Schema
 
@@ -259,12 +259,15 @@ def test_planned_spends_carry_the_ledger_parameters_and_typed_mechanisms() -> No
     assert spend.params["scale_rule"] == "(r_t - l_t)/epsilon" and spend.params["per_row"]
     assert (spend.params["a"], spend.params["b"]) == (-0.24, 0.24)
 
+    # Issue 19 item 6: the DP count and the transcript have a joint proof, so ONE entry
+    # holds their joint (epsilon + epsilon_count, delta_T).
     counted = plan_truncation(_schema(), "wage", 2.0, delta=1e-6)
-    count, truncation = counted.planned_spends(design)
-    assert (count.mechanism, count.epsilon, count.delta) == (COUNT_MECHANISM, 0.1, 0.0)
-    assert count.description == Laplace(scale=10.0, l1_sensitivity=1.0)
-    assert (truncation.epsilon, truncation.delta) == (2.0, 1e-6)
-    assert truncation.description == ApproxDP(2.0, 1e-6)
+    (joint,) = counted.planned_spends(design)
+    assert (joint.mechanism, joint.epsilon, joint.delta) == (TRUNCATION_MECHANISM, 2.1, 1e-6)
+    assert joint.description == ApproxDP(2.1, 1e-6)
+    count = joint.params["count"]
+    assert (count["mechanism"], count["epsilon"], count["scale"]) == (COUNT_MECHANISM, 0.1, 10.0)
+    assert joint.params["transcript_epsilon"] == 2.0
 
 
 def test_resolve_steps_refuses_a_table_below_min_rows_without_counts(seeded_noise) -> None:

@@ -152,10 +152,11 @@ def test_cli_release_with_a_dp_count_through_prefect(prefect_server, census, tmp
     assert "not the real row count" in manifest["dp_row_count"]["note"]
     with Ledger(ledger_url) as book:
         entries = book.entries("census-truncation")
+    # One entry with the joint cost of the count and the transcript (issue 19 item 6).
     assert [(e.mechanism, e.epsilon, e.delta) for e in entries] == [
-        ("dp_row_count", 0.5, 0.0), ("adaptive_truncation_laplace", 2.0, 1e-6),
-    ]  # fmt: skip
-    assert entries[0].description == {"kind": "laplace", "scale": 2.0, "l1_sensitivity": 1.0}
+        ("adaptive_truncation_laplace", 2.5, 1e-6),
+    ]
+    assert entries[0].params["count"]["scale"] == 2.0
     # A table below the schema's min_rows is refused after reading it, before any spend.
     small = tmp_path / "small.csv"
     census_like(300, seed=6).to_csv(small, index=False)
@@ -166,4 +167,4 @@ def test_cli_release_with_a_dp_count_through_prefect(prefect_server, census, tmp
     assert refused.exit_code == 2 and BELOW_MIN_ROWS in refused.output
     assert "300" not in refused.output
     with Ledger(ledger_url) as book:
-        assert len(book.entries("census-truncation")) == 2
+        assert len(book.entries("census-truncation")) == 1

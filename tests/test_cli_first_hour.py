@@ -260,11 +260,11 @@ def test_a_delta_above_the_caps_is_refused_and_a_large_cap_delta_warned(table, t
     config = SyntheticConfig(epsilon=1.0, delta=0.5)
     plan = plan_release(load_schema(write_schema(tmp_path)), config)
     with pytest.raises(BudgetExceededError, match="delta=0.1 exceeds the cap's delta=1e-05"):
-        check_before_run(url, plan, table, config)
+        check_before_run(url, plan, table, config, tmp_path / "releases")
     assert BudgetExceededError.exit_code == 3
     loose = load_schema(write_schema(tmp_path, cap_delta=1e-3))  # max_rows 2000: 1/2000 < 1e-3
     config = SyntheticConfig(epsilon=1.0)
-    check_before_run(url, plan_release(loose, config), table, config)
+    check_before_run(url, plan_release(loose, config), table, config, tmp_path / "releases")
     assert "warning: the cap's delta (0.001) exceeds 1 / max_rows (0.0005)" in (
         capsys.readouterr().err.replace("\n", " ")
     )

@@ -219,3 +219,13 @@ def test_one_cell_on_a_numeric_and_a_categorical_target(
         assert np.isfinite([row["wst"], row["beta_mse"], row["downstream"]]).all()
         # MSE of a label scaled to [0, 1] is at most 1; ROC-AUC lies in [0, 1].
         assert 0 <= row["downstream"] <= 1
+
+
+def test_the_toy_figure_runs_the_calibration_weights(tmp_path):
+    # `dprelease evaluate` draws it after the grid with the grid's methods; `calibration` (in
+    # the default grid) needs the toy's public schema (issue 19 item 9: "method
+    # 'calibration' needs option encoder="). The other methods take no schema (the neural
+    # ones cost ~20 s here, so they are left to the CLI test above).
+    from dprelease.evaluation.outputs import toy_figure
+
+    assert toy_figure(tmp_path, ("none", "beta_debiased", "calibration"), 1.0).is_file()

@@ -79,3 +79,24 @@ def test_import_does_not_load_heavy_dependencies():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_discriminator_weights_are_tempered_until_psis_accepts_them():
+    """Issue 19 item 10: a discriminator with a heavy-tailed logit (k-hat far above 0.7, as
+    a DP-GAN's at epsilon 1) gives weights the release's PSIS gate accepts (tempered, or flat
+    as a last resort), so the release does not stop after its spend."""
+    from dprelease.diagnostics import diagnose_weights
+    from dprelease.diagnostics.psis import psis
+
+    rows = np.random.default_rng(0).uniform(size=(2000, 2))
+
+    def heavy(x):  # noqa: ANN001, ANN202
+        return 40.0 * x[:, 0] ** 8  # a few rows near x = 1 carry all the weight
+
+    assert psis(heavy(rows)).verdict == "unreliable"
+    est = estimate(
+        "discriminator", None, rows, discriminator=type("D", (), {"logit": staticmethod(heavy)})()
+    )
+    assert diagnose_weights(est.log_weights).verdict != "unreliable"
+    assert 0 <= est.details["temper"] < 1
+    assert np.ptp(est.log_weights) > 0 or est.details["flat_reason"]

@@ -23,6 +23,7 @@ import json
 import logging
 import os
 import re
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any
@@ -35,8 +36,14 @@ from dprelease.errors import DPReleaseError
 from dprelease.io.stream import preflight
 from dprelease.privacy.ledger import LEDGER_URL_ENV, Ledger
 from dprelease.release.files import MANIFEST_FILE
-from dprelease.release.pipeline import Plan, check_budget
+from dprelease.release.pipeline import (
+    DuplicateReleaseWarning,
+    Plan,
+    check_budget,
+    duplicate_warning,
+)
 from dprelease.release.synthetic_plan import DEFAULT_N_SYNTHETIC
+from dprelease.release.writer import refuse_inside_release
 
 stdout = Console()
 stderr = Console(stderr=True)
@@ -70,7 +77,11 @@ InvalidRowsOption = Annotated[
 ]
 OutOfBoundsOption = Annotated[
     OutOfBounds,
-    typer.Option("--on-out-of-bounds", help="Clip or reject numbers outside the bounds."),
+    typer.Option(
+        "--on-out-of-bounds",
+        help="Clip numbers outside the bounds, or reject them (the table under --on-invalid-rows "
+        "refuse, the row under drop).",
+    ),
 ]
 SecureNoiseOption = Annotated[
     bool,
@@ -177,15 +188,21 @@ def run_flow(flow_path: str, *, verbose: bool, what: str, **params: Any) -> Any:
         return flow(**params)
 
 
-def check_before_run(ledger_url: str, plan: Plan, input_path: Path, policy: InputPolicy) -> None:
-    """The checks of a release that read no data, in order: the cap (exit 3; the input is not
-    even opened), then the input file's header (exit 2). Prints which ledger is used, and a
-    warning when the cap's delta exceeds 1 / max_rows."""
+def check_before_run(
+    ledger_url: str, plan: Plan, input_path: Path, policy: InputPolicy, out: Path
+) -> None:
+    """The checks of a release that read no data, in order: `--out` not inside a release
+    (exit 2), the cap (exit 3; the input is not even opened), then the input file's header
+    (exit 2). Prints which ledger is used, a warning when the cap's delta exceeds
+    1 / max_rows, and one when the dataset already has a release with the same
+    configuration today (it would spend again)."""
+    refuse_inside_release(out)
     check_budget(ledger_url, plan)
     preflight(input_path, plan.schema, policy)
     stderr.print(ledger_notice(ledger_url, plan.dataset), highlight=False, soft_wrap=True)
-    if plan.schema.cap_delta_warning is not None:
-        stderr.print(f"warning: {plan.schema.cap_delta_warning}", highlight=False, soft_wrap=True)
+    for warning in (plan.schema.cap_delta_warning, duplicate_warning(ledger_url, plan)):
+        if warning is not None:
+            stderr.print(f"warning: {warning}", highlight=False, soft_wrap=True)
 
 
 def publish_command(
@@ -205,17 +222,19 @@ def publish_command(
     the flow in this process; then `summary(manifest)` on stderr and the release directory
     on stdout."""
     with expected_errors(verbose):
-        check_before_run(ledger_url, plan, input_path, config)
-    release_dir = run_flow(
-        flow_path,
-        verbose=verbose,
-        what=what,
-        input_path=str(input_path),
-        schema_path=str(schema),
-        config=config,
-        out_dir=str(out),
-        ledger_url=ledger_url,
-    )
+        check_before_run(ledger_url, plan, input_path, config, out)
+    with warnings.catch_warnings():  # printed above, before the flow
+        warnings.simplefilter("ignore", DuplicateReleaseWarning)
+        release_dir = run_flow(
+            flow_path,
+            verbose=verbose,
+            what=what,
+            input_path=str(input_path),
+            schema_path=str(schema),
+            config=config,
+            out_dir=str(out),
+            ledger_url=ledger_url,
+        )
     manifest = json.loads((Path(release_dir) / MANIFEST_FILE).read_text())
     stderr.print(f"published: {summary(manifest)}", highlight=False, soft_wrap=True)
     stdout.print(release_dir, highlight=False, soft_wrap=True)

@@ -15,9 +15,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from dprelease.encoding import Encoder
 from dprelease.errors import InputError
 from dprelease.evaluation.harness import NOT_FOR_PUBLICATION
 from dprelease.release.files import MANIFEST_FILE
+from dprelease.release.synthetic_plan import weights_options
+from dprelease.schema import Schema
 
 METRICS = {  # column -> (title, lower is better)
     "wst": ("WST", True),
@@ -145,6 +148,20 @@ def _box_plots(results: pd.DataFrame, out: Path) -> list[str]:
     return names
 
 
+# The public schema of the toy example's two columns (weights whose feature map comes from the
+# schema, `calibration`, need its `Encoder`).
+TOY_SCHEMA = Schema.model_validate(
+    {
+        "dataset": "toy-triangle",
+        "budget": {"epsilon": 1e6, "delta": 0.5},
+        "columns": {
+            "x1": {"type": "continuous", "min": 0, "max": 1},
+            "x2": {"type": "continuous", "min": 0, "max": 1},
+        },
+    }
+)
+
+
 def toy_figure(
     out_dir: str | Path, methods: tuple[str, ...], epsilon: float, seed: int = 0
 ) -> Path:
@@ -163,6 +180,7 @@ def toy_figure(
 
     rng = np.random.default_rng(seed)
     real, synthetic = triangle_example(2000, 2000, rng)
+    encoder = Encoder(TOY_SCHEMA)  # the toy rows are already encoded: [0, 1] bounds
     grid = np.linspace(0, 1, 80)
     xx, yy = np.meshgrid(grid, grid)
     points = np.vstack([xx.ravel(), yy.ravel()])
@@ -178,6 +196,7 @@ def toy_figure(
             epsilon=epsilon if private else None,
             delta=1e-5 if private else None,
             noise=NoiseSource(),
+            **weights_options(method, {}, encoder),
         )
         panels.append(
             (method, synthetic, normalised_weights(psis(estimate.log_weights).log_weights))

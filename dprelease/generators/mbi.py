@@ -304,19 +304,29 @@ class _OpenDPMarginalGenerator(Generator):
         return out
 
     def _draw_cells(self, table: Any, n: int, rng: np.random.Generator) -> np.ndarray:
-        """n rows of cell indices from the model, rejecting rows in a null (non-schema) cell."""
+        """n rows of cell indices from the model, rejecting rows in a null (non-schema) cell.
+
+        When the model puts most of its mass on null cells (its noisy counts are mostly noise,
+        e.g. an empty table under --on-invalid-rows drop), rejection may not fill n rows in
+        `MAX_REJECTION_PASSES` passes: the rows still missing then take a last draw with each
+        null cell replaced by a uniform public cell of its column. Post-processing of the
+        model either way, so the release publishes whatever the table held."""
         sizes = np.array([cells.size for cells in self.cells])
         batches, have = [], 0
-        for _ in range(MAX_REJECTION_PASSES):
+        for last in range(MAX_REJECTION_PASSES, 0, -1):
             with _seeded_global_numpy(rng):
                 frame = table.model.synthetic_data(n - have, method="sample").df
             drawn = frame[self.names].to_numpy().astype(np.int64)
-            drawn = drawn[(drawn < sizes).all(axis=1)]
+            null = drawn >= sizes
+            if last == 1:
+                drawn = np.where(null, rng.integers(0, sizes, size=drawn.shape), drawn)
+            else:
+                drawn = drawn[~null.any(axis=1)]
             batches.append(drawn)
             have += len(drawn)
             if have >= n:
-                return np.concatenate(batches)[:n]
-        raise RuntimeError(f"{self.name}: the fitted model puts almost all mass on null cells")
+                break
+        return np.concatenate(batches)[:n]
 
 
 class MST(_OpenDPMarginalGenerator):

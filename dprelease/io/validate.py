@@ -8,10 +8,11 @@ Rules (`check_chunk`, applied to each record batch of the input):
   columns); categories in the schema's set (values matched as text: strings as they are,
   integers in decimal);
 - numbers outside the bounds are clipped to them (clipping is part of every mechanism,
-  docs/privacy-model.md section 2) or refused (`on_out_of_bounds="reject"`);
+  docs/privacy-model.md section 2) or, with `on_out_of_bounds="reject"`, make the row invalid;
 - with `on_invalid_rows="refuse"` (the default) any invalid row refuses the table; with
   `"drop"` a row with an invalid value (missing where not nullable, unknown category,
-  non-number, non-integer) is dropped on its own values alone: a stable transformation
+  non-number, non-integer, out of bounds under `reject`) is dropped on its own values alone
+  (never the whole table for one row): a stable transformation
   (McSherry 2009) that adds no privacy cost and makes the release independent of any one row.
 The rules are vectorised pyarrow/numpy code (a Great Expectations suite cost seconds per
 million rows, and the rules are simple enough to state directly).
@@ -51,6 +52,12 @@ def check_chunk(batch, schema: Schema, source: str, policy: InputPolicy) -> pd.D
     """Validate one record batch; return its (kept) rows clipped, in the schema's types."""
     on_invalid_rows, on_out_of_bounds = policy.on_invalid_rows, policy.on_out_of_bounds
     columns = {name: _parse(batch.column(name), spec) for name, spec in schema.columns.items()}
+    if on_out_of_bounds == OutOfBounds.reject:
+        for name, spec in schema.columns.items():
+            if not isinstance(spec, CategoricalColumn):
+                with np.errstate(invalid="ignore"):
+                    numbers = columns[name].values
+                    columns[name].row_ok &= ~((numbers < spec.min) | (numbers > spec.max))
     if on_invalid_rows == InvalidRows.drop:
         keep = np.logical_and.reduce([c.row_ok for c in columns.values()])
         if not keep.all():

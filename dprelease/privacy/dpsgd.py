@@ -84,6 +84,21 @@ class PrivateTraining:
         }
 
 
+@dataclass(frozen=True)
+class EmptyPoissonLoader:
+    """Poisson sampling at rate q of an empty table: every lot is empty (`rows`: the tensors
+    with 0 rows). Opacus' `DPDataLoader` refuses a dataset of length 0 (its sampler needs
+    num_samples > 0), but under `--on-invalid-rows drop` an empty table must publish like any
+    other (docs/privacy-model.md section 1): the lots are the ones `DPDataLoader` would draw,
+    and each step's update is the clipped fake-row gradients plus the same Gaussian noise."""
+
+    sample_rate: float
+    rows: tuple
+
+    def __iter__(self) -> Any:
+        yield self.rows
+
+
 def private_training(
     module: torch.nn.Module,
     dataset: torch.utils.data.Dataset,
@@ -101,7 +116,11 @@ def private_training(
     from opacus.data_loader import DPDataLoader
     from opacus.optimizers import DPOptimizer
 
-    loader = DPDataLoader(dataset, sample_rate=sample_rate, generator=entropy_generator())
+    loader: Any = (
+        DPDataLoader(dataset, sample_rate=sample_rate, generator=entropy_generator())
+        if len(dataset)  # type: ignore[arg-type]
+        else EmptyPoissonLoader(sample_rate, dataset[:0])
+    )
     model = GradSampleModule(module, loss_reduction="sum")
     optimizer = DPOptimizer(
         make_optimizer(model.parameters()),

@@ -24,6 +24,12 @@ JSON column `description`, and each dataset its accountant. Ledgers created befo
 columns existed are migrated in place (`ALTER TABLE ... ADD COLUMN`, nullable); their
 datasets keep basic composition (NULL accountant) and their entries count as generic
 (epsilon, delta) mechanisms.
+Times (issue 19 item 4): the ledger is public metadata (`ledger show`, a release's
+`ledger.parquet`), and a reservation is made after the real table is read, a commit after the
+mechanisms ran, so their clock times would time the data steps. Every time the ledger stores
+(`reserved_at`, `committed_at`, a dataset's `created_at`) is therefore the UTC date only
+(`today`: midnight UTC); the entries' order is their id, and a release's own time is its id,
+taken before the data is read (`release.pipeline`).
 A reservation is never given back: a run that dies after reserving keeps its spend (it may
 have touched the data), and a retry is a new spend.
 
@@ -135,7 +141,7 @@ class Ledger:
         if not planned:
             raise ValueError("nothing to reserve")
         self._register(dataset, cap)
-        now = datetime.now(UTC)
+        now = today()
         with self.engine.begin() as conn:
             locked = conn.execute(
                 select(_datasets.c.cap_epsilon, _datasets.c.cap_delta, _datasets.c.accountant)
@@ -199,7 +205,7 @@ class Ledger:
                     delta=actual.delta,
                     params=_jsonable(actual.params),
                     status=SPENT,
-                    committed_at=datetime.now(UTC),
+                    committed_at=today(),
                     description=_committed_description(row, actual, accountant),
                 )
             )
@@ -262,7 +268,7 @@ class Ledger:
                             name=dataset,
                             cap_epsilon=cap.epsilon,
                             cap_delta=cap.delta,
-                            created_at=datetime.now(UTC),
+                            created_at=today(),
                             accountant=accountant,
                         )
                     )
@@ -393,6 +399,12 @@ def _committed_description(row: Row, actual: PlannedSpend, accountant: str) -> d
 
 def _jsonable(params: dict) -> dict:
     return json.loads(json.dumps(params, default=float))
+
+
+def today() -> datetime:
+    """The current UTC date as midnight UTC: the only time the ledger stores (a clock time
+    taken after the data was read would time the data steps; module docstring)."""
+    return datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
 
 
 def _iso(moment: datetime | None) -> str | None:

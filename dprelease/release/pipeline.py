@@ -28,8 +28,12 @@ thing the flows decide.
 
 from __future__ import annotations
 
+import hashlib
+import json
+import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -40,7 +44,14 @@ from dprelease.errors import spend_kept
 from dprelease.privacy.accounting import Cap, PlannedSpend
 from dprelease.privacy.ledger import Ledger, resolve_ledger_url
 from dprelease.privacy.noise import NoiseSource
-from dprelease.release.writer import LedgerRecord, ReleaseBundle, new_release_id, write_release
+from dprelease.release.writer import (
+    RELEASE_TIME_FORMAT,
+    LedgerRecord,
+    ReleaseBundle,
+    new_release_id,
+    refuse_inside_release,
+    write_release,
+)
 from dprelease.schema import Schema, load_schema
 
 Step = Callable[..., Any]
@@ -70,6 +81,13 @@ class Plan(Protocol):
     @property
     def secure_noise(self) -> bool: ...
 
+    @property
+    def fingerprint(self) -> str: ...
+
+
+CONFIGURATION_KEY = "configuration_sha256"
+DISPLAY_ONLY = ("progress",)  # options that change what a terminal shows, not the release
+
 
 @dataclass(frozen=True)
 class KindPlan:
@@ -91,11 +109,28 @@ class KindPlan:
     def secure_noise(self) -> bool:
         return self.config.secure_noise
 
+    @property
+    def fingerprint(self) -> str:
+        """sha256 of the public schema and the kind's resolved settings (display-only options
+        left out): two releases with the same fingerprint are the same configuration. Stored
+        in every ledger entry's params (`CONFIGURATION_KEY`; the ledger is public metadata)."""
+        settings = self.config.model_dump(mode="json")
+        for options in settings.values():
+            if isinstance(options, dict):
+                for key in DISPLAY_ONLY:
+                    options.pop(key, None)
+        text = json.dumps(
+            {"schema": self.schema.public_dict(), "settings": settings},
+            sort_keys=True,
+            default=str,
+        )
+        return hashlib.sha256(text.encode()).hexdigest()
+
     def release_bundle(
         self, kind: str, record: LedgerRecord, configuration: dict, **contents: Any
     ) -> ReleaseBundle:
-        """The `ReleaseBundle` of a release of this plan: its dataset, public schema and
-        invalid-row policy, the kind's configuration and `contents` (tables, report...)."""
+        """The `ReleaseBundle` of a release of this plan: its dataset, public schema, invalid-row
+        and out-of-bounds policies, the kind's configuration and `contents` (tables, report...)."""
         return ReleaseBundle(
             kind=kind,
             dataset=self.dataset,
@@ -103,6 +138,7 @@ class KindPlan:
             schema=self.schema.public_dict(),
             configuration=configuration,
             invalid_rows=self.config.on_invalid_rows,
+            out_of_bounds=self.config.on_out_of_bounds,
             **contents,
         )
 
@@ -151,17 +187,53 @@ def check_budget(ledger_url: str, plan: Plan) -> None:
         ledger.check_available(plan.dataset, plan.cap, plan.planned_spends)
 
 
+def fingerprinted(spends: Sequence[PlannedSpend], fingerprint: str) -> list[PlannedSpend]:
+    """The spends with the release's configuration fingerprint in their params."""
+    return [replace(s, params={**s.params, CONFIGURATION_KEY: fingerprint}) for s in spends]
+
+
 def reserve(ledger_url: str, plan: Plan, release_id: str) -> tuple[int, ...]:
     """Atomically check the cap and reserve every planned spend; return the entry ids."""
+    spends = fingerprinted(plan.planned_spends, plan.fingerprint)
     with Ledger(ledger_url) as ledger:
-        return ledger.reserve(plan.dataset, plan.cap, release_id, plan.planned_spends)
+        return ledger.reserve(plan.dataset, plan.cap, release_id, spends)
 
 
-def commit(ledger_url: str, entry_ids: Sequence[int], actual: Sequence[PlannedSpend]) -> None:
-    """Record what each reserved mechanism actually spent."""
+def commit(
+    ledger_url: str, entry_ids: Sequence[int], actual: Sequence[PlannedSpend], fingerprint: str
+) -> None:
+    """Record what each reserved mechanism actually spent (with the configuration's
+    fingerprint, as reserved)."""
     with Ledger(ledger_url) as ledger:
-        for entry_id, spend in zip(entry_ids, actual, strict=True):
+        for entry_id, spend in zip(entry_ids, fingerprinted(actual, fingerprint), strict=True):
             ledger.commit(entry_id, spend)
+
+
+def same_configuration_today(ledger_url: str, plan: Plan) -> str | None:
+    """The id of a release of the plan's dataset made today (UTC, by its id) with the same
+    configuration fingerprint, if any: running it again spends again (public metadata only:
+    the ledger's release ids and params)."""
+    today = datetime.now(UTC).strftime(RELEASE_TIME_FORMAT)[:8]
+    with Ledger(ledger_url) as ledger:
+        if ledger.cap(plan.dataset) is None:
+            return None
+        entries = ledger.entries(plan.dataset)
+    for entry in reversed(entries):
+        same = entry.params.get(CONFIGURATION_KEY) == plan.fingerprint
+        if same and entry.release_id.startswith(today):
+            return entry.release_id
+    return None
+
+
+def duplicate_warning(ledger_url: str, plan: Plan) -> str | None:
+    """The warning of `same_configuration_today`, or None."""
+    earlier = same_configuration_today(ledger_url, plan)
+    if earlier is None:
+        return None
+    return (
+        f"dataset {plan.dataset!r} already has a release with the same configuration today "
+        f"({earlier}); this run spends its budget again"
+    )
 
 
 def ledger_record(
@@ -198,11 +270,15 @@ def run_guarded(
         outcome = pipeline.run(plan, data, noise, step)
         del data
         actual = pipeline.actual_spends(plan, outcome)
-        step("commit-spends", commit, ledger_url, entry_ids, actual)
+        step("commit-spends", commit, ledger_url, entry_ids, actual, plan.fingerprint)
         record = step(
             "ledger-record", ledger_record, ledger_url, plan.dataset, release_id, entry_ids
         )
     return outcome, record
+
+
+class DuplicateReleaseWarning(UserWarning):
+    """A release with the same configuration as one made today (it spends again)."""
 
 
 def publish(
@@ -216,11 +292,18 @@ def publish(
     noise: NoiseSource | None = None,
     step: Step = direct,
 ) -> Path:
-    """Plan, run in the guarded order and write one release; return its directory."""
+    """Plan, run in the guarded order and write one release; return its directory. Refuses
+    an `out_dir` inside an existing release (before anything is read or spent) and warns
+    (`DuplicateReleaseWarning`, before the spend) when the dataset already has a release
+    with the same configuration today."""
     ledger_url = resolve_ledger_url(ledger_url)
+    refuse_inside_release(out_dir)
     if not isinstance(schema, Schema):
         schema = load_schema(schema)
     plan = step("plan", pipeline.plan, schema, config)
+    warning = duplicate_warning(ledger_url, plan)
+    if warning is not None:
+        warnings.warn(warning, DuplicateReleaseWarning, stacklevel=2)
     outcome, record = run_guarded(
         pipeline, plan, source, ledger_url=ledger_url, noise=noise, step=step
     )

@@ -35,6 +35,7 @@ from uuid import uuid4
 
 import pandas as pd
 
+from dprelease.errors import InputError
 from dprelease.privacy.accountants import (
     BASIC,
     FIXED_IN_ADVANCE,
@@ -90,6 +91,18 @@ INVALID_ROWS_CLAUSES = {
 }
 
 
+def out_of_bounds_clause(out_of_bounds: str, invalid_rows: str) -> str:
+    """What happened to numbers outside the schema's bounds (the policy, never how many)."""
+    if out_of_bounds == "clip":
+        return "numbers outside the schema's bounds were clipped to them (part of the mechanism)"
+    if invalid_rows == "drop":
+        return (
+            "input rows with a number outside the schema's bounds were dropped with the "
+            "invalid rows (--on-out-of-bounds reject under drop)"
+        )
+    return "an input with any number outside the schema's bounds is refused"
+
+
 def privacy_statement(
     release_spend: Spend,
     dataset_total: Spend,
@@ -99,12 +112,14 @@ def privacy_statement(
     accountant_total: Spend | None = None,
     fixed_in_advance: Spend | None = None,
     warning: str | None = None,
+    out_of_bounds: str = "clip",
 ) -> str:
     """The sentence every release carries (docs/privacy-model.md sections 1 and 7): this release's
     spend, the dataset's total under basic composition and, for the rdp accountant, under the
     Rényi filter (the accountant that enforces the cap, valid for releases chosen adaptively),
     the cap, the PLD figure when given (valid only for a sequence fixed in advance, never used
-    to admit a release), the cap's delta warning and the invalid-row policy."""
+    to admit a release), the cap's delta warning, the invalid-row policy and the out-of-bounds
+    policy (`out_of_bounds_clause`)."""
     tight = (
         f"; under {accountant} composition ({RDP_FILTER}, valid for releases chosen after "
         f"earlier ones were seen) epsilon={accountant_total.epsilon:.6g}, "
@@ -126,7 +141,8 @@ def privacy_statement(
         f"dataset total epsilon={dataset_total.epsilon:.6g}, delta={dataset_total.delta:.6g} "
         f"(basic composition){tight}, of cap epsilon={cap.epsilon:.6g}, "
         f"delta={cap.delta:.6g} checked with the {accountant} accountant{reported}{caution}; "
-        f"{INVALID_ROWS_CLAUSES[invalid_rows]}"
+        f"{INVALID_ROWS_CLAUSES[invalid_rows]}; "
+        f"{out_of_bounds_clause(out_of_bounds, invalid_rows)}"
     )
 
 
@@ -159,6 +175,7 @@ class ReleaseBundle:
     json_files: Mapping[str, dict] = field(default_factory=dict)
     manifest_extra: Mapping[str, object] = field(default_factory=dict)
     invalid_rows: str = "refuse"
+    out_of_bounds: str = "clip"
 
     @property
     def release_id(self) -> str:
@@ -173,6 +190,20 @@ class ReleaseBundle:
     @property
     def dataset_total(self) -> Spend:
         return compose(Spend(e.epsilon, e.delta) for e in self.record.entries)
+
+
+def refuse_inside_release(out_dir: str | Path) -> None:
+    """Refuse (InputError) an output directory that is, or lies inside, a release directory
+    (one holding a manifest): a new release there would nest in it and break its
+    verification. Checked before anything is read or spent."""
+    out = Path(out_dir).resolve()
+    for directory in (out, *out.parents):
+        if (directory / MANIFEST_FILE).is_file():
+            raise InputError(
+                f"{out_dir}: refusing to write a release inside the release directory "
+                f"{directory} (it would nest in it and break its verification); choose "
+                "another --out"
+            )
 
 
 def write_release(bundle: ReleaseBundle, out_dir: str | Path) -> Path:
@@ -191,7 +222,9 @@ def write_release(bundle: ReleaseBundle, out_dir: str | Path) -> Path:
         manifest["files"] = _checksums(partial)
         (partial / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
         _fsync_tree(partial)
+        _stamp_times(partial, release_time(bundle.release_id))
         os.rename(partial, final)
+        _stamp_times(final, release_time(bundle.release_id), files=False)
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise
@@ -240,6 +273,7 @@ def _manifest(bundle: ReleaseBundle) -> dict:
             tight if accountant == RDP else None,
             reported,
             warning,
+            bundle.out_of_bounds,
         ),
         "release_spend": {"epsilon": release.epsilon, "delta": release.delta},
         "dataset_total": {"epsilon": total.epsilon, "delta": total.delta},
@@ -248,6 +282,7 @@ def _manifest(bundle: ReleaseBundle) -> dict:
         **extra,
         "neighbouring": NEIGHBOURING,
         "on_invalid_rows": bundle.invalid_rows,
+        "on_out_of_bounds": bundle.out_of_bounds,
         **bundle.manifest_extra,
         "schema": bundle.schema,
         "configuration": bundle.configuration,
@@ -314,6 +349,16 @@ def _checksums(directory: Path) -> dict[str, str]:
         for path in sorted(directory.rglob("*"))
         if path.is_file() and path.name != MANIFEST_FILE
     }
+
+
+def _stamp_times(directory: Path, moment: datetime, *, files: bool = True) -> None:
+    """Set the access and modification times of the release's files and directory to the
+    release's time (taken before the data was read): write times would time the data steps
+    (issue 19 item 4)."""
+    stamp = moment.timestamp()
+    paths = [*directory.rglob("*")] if files else []
+    for path in [*paths, directory]:
+        os.utime(path, (stamp, stamp))
 
 
 def _fsync_tree(directory: Path) -> None:

@@ -6,8 +6,9 @@ draws of mu and sigma), `trajectory.parquet` (posterior summaries per step) and 
 are checked against the manifest, the public schema and the release's own ledger entries only:
 
 - `truncation-files`: the four files are listed in the manifest.
-- `truncation-ledger`: this release's `adaptive_truncation_laplace` entry exists, names the
-  manifest's column, and its epsilon is the manifest's epsilon; its `n_steps` is T.
+- `truncation-ledger`: this release's one `adaptive_truncation_laplace` entry exists, names
+  the manifest's column, and its epsilon is the manifest's epsilon plus the DP count's (one
+  entry with their joint cost); its `n_steps` is T.
 - `transcript-shape`: exactly the transcript columns, T rows (the manifest's `n_steps`),
   t = 1..T, every value finite.
 - `transcript-intervals`: lo <= l_t < r_t <= hi with [lo, hi] the column's schema bounds.
@@ -74,8 +75,11 @@ def _ledger(directory: Path, manifest: dict, epsilon: float, n_steps: int, colum
     params = entry["params"]
     params = json.loads(params) if isinstance(params, str) else params
     problems = []
-    if not math.isclose(entry["epsilon"], epsilon, rel_tol=1e-12):
-        problems.append(f"epsilon {entry['epsilon']} != {epsilon}")
+    # One entry holds the transcript's epsilon plus the DP count's, if T came from one: their
+    # privacy proof is joint (`inference.truncation.privacy`).
+    joint = epsilon + float(manifest.get("configuration", {}).get("count_epsilon") or 0.0)
+    if not math.isclose(entry["epsilon"], joint, rel_tol=1e-12):
+        problems.append(f"epsilon {entry['epsilon']} != {joint}")
     if params.get("n_steps") != n_steps:
         problems.append(f"n_steps {params.get('n_steps')} != {n_steps}")
     if params.get("column") != column:

@@ -116,7 +116,7 @@ def estimate(
     elif spec.chunked and not isinstance(real, np.ndarray):
         x_real = real  # chunks, checked one by one as the method reads them
     else:
-        x_real = check_matrix("real", real, x_syn.shape[1])
+        x_real = check_matrix("real", real, x_syn.shape[1], allow_empty=True)
     noise = noise if noise is not None else NoiseSource()
     log_weights, extra = spec.fit(x_real, x_syn, fixed, noise)
     details = {**fixed.public(), **extra}

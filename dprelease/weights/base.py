@@ -86,8 +86,12 @@ def require_delta(method: str, delta: float | None) -> float:
     return float(delta)
 
 
-def check_matrix(name: str, x: Any, n_features: int | None = None) -> np.ndarray:
-    """A non-empty finite float matrix with every value in [0, 1].
+def check_matrix(
+    name: str, x: Any, n_features: int | None = None, *, allow_empty: bool = False
+) -> np.ndarray:
+    """A finite float matrix with every value in [0, 1], non-empty unless `allow_empty` (the
+    real rows: under `--on-invalid-rows drop` a table may lose every row, and the release
+    must still publish, docs/privacy-model.md section 3).
 
     The sensitivity bounds (R = sqrt(d + 1), docs/privacy-model.md section 2) rely on the range,
     so values outside it are refused rather than clipped here: encoding clips with the schema.
@@ -95,7 +99,7 @@ def check_matrix(name: str, x: Any, n_features: int | None = None) -> np.ndarray
     if x is None:
         raise InputError(f"{name}: a matrix is required")
     arr = np.asarray(x, dtype=float)
-    if arr.ndim != 2 or arr.shape[0] == 0 or arr.shape[1] == 0:
+    if arr.ndim != 2 or (arr.shape[0] == 0 and not allow_empty) or arr.shape[1] == 0:
         raise InputError(f"{name}: expected a non-empty 2-D matrix (rows x encoded features)")
     if n_features is not None and arr.shape[1] != n_features:
         raise InputError(
@@ -103,7 +107,7 @@ def check_matrix(name: str, x: Any, n_features: int | None = None) -> np.ndarray
         )
     if not np.isfinite(arr).all():
         raise InputError(f"{name}: contains NaN or infinite values")
-    if arr.min() < 0.0 or arr.max() > 1.0:
+    if arr.size and (arr.min() < 0.0 or arr.max() > 1.0):
         raise InputError(
             f"{name}: values outside [0, 1]; encode with the schema's public bounds first "
             "(the sensitivity bound assumes every feature lies in [0, 1])"

@@ -99,17 +99,24 @@ def fit_coefficients(
     x = augment(np.vstack([real, synthetic]))
     y = np.concatenate([np.ones(real.shape[0]), np.zeros(synthetic.shape[0])])
     g_max = gradient_bound(real.shape[1], n0) if g_max is None else g_max
-    model = LogisticRegression(
-        C=1.0 / (n0 * lam),
-        fit_intercept=False,
-        solver="newton-cholesky",
-        tol=SOLVER_TOL,
-        max_iter=SOLVER_MAX_ITER,
-    )
-    # A solver stopped by max_iter is not an error here: the certification below refines it.
-    # (ConvergenceWarning is not silenced: warning filters are process-wide.)
-    model.fit(x, y)
-    return certified_minimiser(x, 2.0 * y - 1.0, model.coef_.ravel().astype(float), lam, n0, g_max)
+    if real.shape[0] == 0:
+        # No real rows (an empty table under --on-invalid-rows drop): scikit-learn refuses a
+        # single class, but J is still lam-strongly convex, so Newton steps from 0 reach
+        # g_max and the same sensitivity bound holds (the release must publish).
+        start = np.zeros(x.shape[1])
+    else:
+        model = LogisticRegression(
+            C=1.0 / (n0 * lam),
+            fit_intercept=False,
+            solver="newton-cholesky",
+            tol=SOLVER_TOL,
+            max_iter=SOLVER_MAX_ITER,
+        )
+        # A solver stopped by max_iter is not an error here: the certification below refines
+        # it. (ConvergenceWarning is not silenced: warning filters are process-wide.)
+        model.fit(x, y)
+        start = model.coef_.ravel().astype(float)
+    return certified_minimiser(x, 2.0 * y - 1.0, start, lam, n0, g_max)
 
 
 def certified_minimiser(

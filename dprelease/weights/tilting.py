@@ -178,9 +178,12 @@ def temper_for_ess(log_weights: np.ndarray, floor: float) -> float:
     return low
 
 
-def temper_for_psis(log_weights: np.ndarray, temper: float, log_weight_max: float) -> float:
+def temper_for_psis(
+    log_weights: np.ndarray, temper: float, log_weight_max: float | None
+) -> float:
     """The largest t = temper * PSIS_TEMPER_STEP^j (j = 0, 1, ...) at which the release's
-    gate (`diagnose_weights`, with the certified bound `log_weight_max` on log_weights) does
+    gate (`diagnose_weights`, with the certified bound `log_weight_max` on log_weights, None
+    when the method certifies none) does
     not call t * log_weights unreliable; 0 (flat weights) when none above MIN_TEMPER does.
 
     Post-processing of DP weights (no privacy cost). Unchanged (`temper`) when even flat

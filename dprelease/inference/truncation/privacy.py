@@ -44,7 +44,7 @@ import numpy as np
 from dprelease.errors import InputError
 from dprelease.privacy.accounting import PlannedSpend, default_delta
 from dprelease.privacy.counting import dp_row_count
-from dprelease.privacy.mechanisms import ApproxDP, Laplace, PureEpsilon
+from dprelease.privacy.mechanisms import ApproxDP, PureEpsilon
 from dprelease.privacy.noise import NoiseSource
 from dprelease.release.files import COUNT_MECHANISM, TRUNCATION_MECHANISM
 from dprelease.schema import CategoricalColumn, Schema
@@ -69,53 +69,45 @@ class TruncationPlan:
     min_steps: int = 50
 
     def planned_spends(self, design: dict) -> list[PlannedSpend]:
-        """Ledger entries (docs/adaptive-truncation.md 6.4), each with its typed mechanism
-        description."""
-        spends = []
-        if self.variant == "dp_count":
-            spends.append(
-                PlannedSpend(
-                    COUNT_MECHANISM,
-                    self.count_epsilon,
-                    0.0,
-                    {
-                        "sensitivity": 1,
-                        "noise": "laplace",
-                        "scale": 1.0 / self.count_epsilon,
-                        "max_steps": self.max_steps,
-                        "min_steps": self.min_steps,
-                        "delta_T": self.delta,
-                    },
-                    Laplace(scale=1.0 / self.count_epsilon, l1_sensitivity=1.0),
-                )  # fmt: skip
-            )
-        description = (
-            PureEpsilon(self.epsilon) if self.variant == "min_rows"
-            else ApproxDP(self.epsilon, self.delta)
-        )  # fmt: skip
-        spends.append(
-            PlannedSpend(
-                TRUNCATION_MECHANISM,
-                self.epsilon,
-                self.delta if self.variant == "dp_count" else 0.0,
-                {
-                    "column": self.column,
-                    "family": design["family"],
-                    "n_steps": self.n_steps,
-                    "score": design["score"],
-                    "a": design["a"],
-                    "b": design["b"],
-                    "noise": "laplace",
-                    "scale_rule": "(r_t - l_t)/epsilon",
-                    "per_row": True,
-                    "row_selection": ROW_SELECTION,
-                    "bounds": list(self.bounds),
-                    "t_from": self.variant,
-                },
-                description,
-            )  # fmt: skip
-        )
-        return spends
+        """The release's ONE ledger entry (docs/adaptive-truncation.md 6.4) with its typed
+        mechanism description. Under "dp_count" the Laplace row count that fixes T and the
+        transcript given T have a joint proof (module docstring: (epsilon + epsilon_count,
+        delta_T), the failure event included), so they are one (epsilon, delta) entry, never
+        two that an accountant could compose as if each held on its own; the count's
+        parameters are in `params["count"]`."""
+        params: dict = {
+            "column": self.column,
+            "family": design["family"],
+            "n_steps": self.n_steps,
+            "score": design["score"],
+            "a": design["a"],
+            "b": design["b"],
+            "noise": "laplace",
+            "scale_rule": "(r_t - l_t)/epsilon",
+            "per_row": True,
+            "row_selection": ROW_SELECTION,
+            "bounds": list(self.bounds),
+            "t_from": self.variant,
+            "transcript_epsilon": self.epsilon,
+        }
+        if self.variant != "dp_count":
+            return [PlannedSpend(TRUNCATION_MECHANISM, self.epsilon, 0.0, params,
+                                 PureEpsilon(self.epsilon))]  # fmt: skip
+        params["count"] = {
+            "mechanism": COUNT_MECHANISM,
+            "epsilon": self.count_epsilon,
+            "sensitivity": 1,
+            "noise": "laplace",
+            "scale": 1.0 / self.count_epsilon,
+            "max_steps": self.max_steps,
+            "min_steps": self.min_steps,
+            "delta_T": self.delta,
+        }
+        joint = self.epsilon + self.count_epsilon
+        return [
+            PlannedSpend(TRUNCATION_MECHANISM, joint, self.delta, params,
+                         ApproxDP(joint, self.delta))
+        ]  # fmt: skip
 
 
 def plan_truncation(

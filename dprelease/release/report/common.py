@@ -112,9 +112,31 @@ def privacy_section(manifest: dict) -> list[str]:
     policy = invalid_rows_policy(manifest)
     if policy in INVALID_ROWS_TEXT:
         lines.append(f"- Invalid input rows: {INVALID_ROWS_TEXT[policy]}")
+    bounds = manifest.get("on_out_of_bounds")
+    if bounds in ("clip", "reject"):
+        lines.append(f"- Out-of-bounds numbers: {out_of_bounds_text(bounds, policy)}")
     lines += ["", "Formal statement (as recorded in `manifest.json`):", ""]
     lines += [f"> {manifest['privacy_statement']}", ""]
     return lines
+
+
+def out_of_bounds_text(out_of_bounds: str, invalid_rows: str | None) -> str:
+    """The out-of-bounds policy that applied, for people (never how many rows it touched)."""
+    if out_of_bounds == "clip":
+        return (
+            "**clip**: numbers outside the schema's bounds were clipped to the nearest bound "
+            "(part of the mechanism: a narrow bound cuts the tail of a column)."
+        )
+    if invalid_rows == "drop":
+        return (
+            "**reject** under `drop`: rows with a number outside the schema's bounds were "
+            "dropped with the invalid rows, so whether this release exists does not depend on "
+            "any one of them."
+        )
+    return (
+        "**reject**: an input with any number outside the schema's bounds is refused, so that "
+        "this release exists tells that every number was within the bounds."
+    )
 
 
 def invalid_rows_policy(manifest: dict) -> str | None:

@@ -166,7 +166,7 @@ def _calibration_lines(weights: dict) -> list[str]:
     """What the calibration weights were fitted to and how far the rows were from it, in
     units of the noise (all DP: functions of the noisy sums and the synthetic rows)."""
     fit = weights.get("calibration")
-    if fit is None:
+    if not isinstance(fit, dict):  # other methods (weight_noised: a text on its calibration)
         return []
     pairs = ", ".join(f"{a} × {b}" for a, b in weights["features"]["pairs"])
     lines = [

@@ -1,0 +1,69 @@
+"""The out-of-bounds policy under each invalid-row policy (issue 19 items 2 and 13): `reject`
+under `drop` drops the rows with a number outside the bounds (never the whole table), and the
+privacy statement, the report and stderr name the policy that applied, never how many rows."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+from conftest import SeededNoise
+from release_fixtures import TINY_SCHEMA
+
+from dprelease.config import InputPolicy, SyntheticConfig
+from dprelease.errors import InputError
+from dprelease.io.stream import load_validated
+from dprelease.release.files import REPORT_FILE
+from dprelease.release.pipeline import publish
+from dprelease.release.synthetic import SYNTHETIC_PIPELINE
+
+TABLE = pd.DataFrame({"x": [0.5, 7.0, 0.2], "k": [1, 2, 3], "y": ["a", "b", "a"]})
+
+
+def test_reject_under_drop_drops_only_the_out_of_bounds_rows():
+    kept = load_validated(
+        TABLE, TINY_SCHEMA, InputPolicy(on_out_of_bounds="reject", on_invalid_rows="drop")
+    )
+    assert kept["x"].tolist() == [0.5, 0.2]
+    with pytest.raises(InputError, match="outside the schema's bounds"):
+        load_validated(TABLE, TINY_SCHEMA, InputPolicy(on_out_of_bounds="reject"))
+    clipped = load_validated(TABLE, TINY_SCHEMA, InputPolicy(on_invalid_rows="drop"))
+    assert clipped["x"].tolist() == [0.5, 1.0, 0.2]
+
+
+def _release(tmp_path, **policy: str) -> tuple[dict, str]:
+    config = SyntheticConfig(
+        epsilon=1.0, weights="none", n_synthetic=100, allow_unreliable_weights=True, **policy
+    )
+    release = publish(
+        SYNTHETIC_PIPELINE,
+        TINY_SCHEMA,
+        config,
+        TABLE,
+        out_dir=tmp_path / "releases",
+        ledger_url=f"sqlite:///{tmp_path / 'ledger.sqlite'}",
+        noise=SeededNoise(0),
+    )
+    manifest = json.loads((release / "manifest.json").read_text())
+    return manifest, (release / REPORT_FILE).read_text()
+
+
+@pytest.mark.parametrize(
+    ("policy", "statement", "report"),
+    [
+        ({}, "outside the schema's bounds were clipped", "Out-of-bounds numbers: **clip**"),
+        (
+            {"on_out_of_bounds": "reject", "on_invalid_rows": "drop"},
+            "outside the schema's bounds were dropped with the invalid rows",
+            "Out-of-bounds numbers: **reject** under `drop`",
+        ),
+    ],
+)
+def test_the_statement_and_report_name_the_out_of_bounds_policy(
+    policy, statement, report, tmp_path
+):
+    manifest, text = _release(tmp_path, **policy)
+    assert statement in manifest["privacy_statement"]
+    assert report in text
+    assert manifest["on_out_of_bounds"] == policy.get("on_out_of_bounds", "clip")

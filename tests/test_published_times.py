@@ -1,0 +1,65 @@
+"""No published time of a release times its data steps (issue 19 item 4): every time in the
+release's files, its manifest, its `ledger.parquet`, the ledger (`ledger show`) and the files'
+modification times was taken before the real table was read, or is a date (midnight UTC)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from datetime import UTC, datetime
+
+import pandas as pd
+import pyarrow.parquet as pq
+from conftest import SeededNoise
+from release_fixtures import TINY_SCHEMA
+
+from dprelease.config import SyntheticConfig
+from dprelease.privacy.ledger import Ledger
+from dprelease.release.files import LEDGER_FILE
+from dprelease.release.pipeline import publish
+from dprelease.release.synthetic import SYNTHETIC_PIPELINE, load_real
+
+TABLE = pd.DataFrame({"x": [0.5, 0.2, 0.9], "k": [1, 2, 3], "y": ["a", "b", "a"]})
+
+
+def _is_date(moment: datetime) -> bool:
+    return (moment.hour, moment.minute, moment.second, moment.microsecond) == (0, 0, 0, 0)
+
+
+def test_published_times_are_taken_before_the_data_is_read_or_are_dates(tmp_path):
+    read_at: list[datetime] = []
+
+    def slow_load(plan, source):  # noqa: ANN001, ANN202
+        read_at.append(datetime.now(UTC))
+        time.sleep(1.2)  # a data step long enough to show in any time taken after it
+        return load_real(plan, source)
+
+    ledger_url = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    release = publish(
+        dataclasses.replace(SYNTHETIC_PIPELINE, load=slow_load),
+        TINY_SCHEMA,
+        SyntheticConfig(epsilon=1.0, weights="none", n_synthetic=100),
+        TABLE,
+        out_dir=tmp_path / "releases",
+        ledger_url=ledger_url,
+        noise=SeededNoise(0),
+    )
+    (before_read,) = read_at
+
+    def safe(moment: datetime) -> bool:
+        moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+        return moment <= before_read or _is_date(moment)
+
+    manifest = json.loads((release / "manifest.json").read_text())
+    assert safe(datetime.fromisoformat(manifest["created_at"]))
+    with Ledger(ledger_url) as ledger:
+        shown = ledger.summary(TINY_SCHEMA.dataset)  # `ledger show --json`
+    for entry in shown["entries"]:
+        for key in ("reserved_at", "committed_at"):
+            assert safe(datetime.fromisoformat(entry[key])), (key, entry[key])
+    stored = pq.read_table(release / LEDGER_FILE).to_pandas()
+    for key in ("reserved_at", "committed_at"):
+        assert all(len(value) == 10 for value in stored[key])  # dates
+    for path in [release, *release.rglob("*")]:
+        assert safe(datetime.fromtimestamp(path.stat().st_mtime, UTC)), path.name
