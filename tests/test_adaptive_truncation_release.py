@@ -77,11 +77,15 @@ def test_cli_refuses_before_any_spend(census, tmp_path, extra, message) -> None:
 
 
 def test_design_truncation_command_is_public_and_prints_the_design() -> None:
-    result = invoke("infer", "design-truncation", "--epsilon", "5", "--json")
+    result = invoke("infer", "design-truncation", "--epsilon", "5", "--json", "--score", "mu")
     assert result.exit_code == 0, result.output
     design = json.loads(result.output)
     assert (design["a"], design["b"]) == (-0.72, 0.72)
     assert design["fisher"][0][0] == pytest.approx(0.6122, abs=1e-4)
+    default = json.loads(invoke("infer", "design-truncation", "--epsilon", "1", "--json").output)
+    assert (default["score"], default["a"], default["b"], default["mirrored"]) == (
+        "det", -0.78, -0.72, True,
+    )  # fmt: skip
     refused = invoke("infer", "design-truncation", "--epsilon", "-1")
     assert refused.exit_code == 2 and "epsilon must be a positive" in refused.output
 
