@@ -122,7 +122,12 @@ def test_release_verifies_and_states_t_but_no_row_count(census, tmp_path, seeded
     transcript = pq.read_table(directory / TRANSCRIPT_FILE).to_pandas()
     assert len(transcript) == 150 and (transcript.l >= 17).all() and (transcript.r <= 90).all()
     assert (directory / "trajectory.png").stat().st_size > 0
-    assert "![posterior trajectory](trajectory.png)" in (directory / "report.md").read_text()
+    report = (directory / "report.md").read_text()
+    assert "![posterior trajectory](trajectory.png)" in report
+    check = manifest["model_check"]
+    assert set(check["parts"]) == {"location", "spread"} and 0 <= check["p_value"] <= 1
+    assert check["verdict"] in report and "## Does the normal model describe the column?" in report
+    assert "If the column is not normal, mu estimates" in check["verdict"] or not check["fits"]
 
 
 def test_kind_checks_catch_a_noise_scale_too_small(census, tmp_path, seeded_noise) -> None:

@@ -1,30 +1,34 @@
-"""Posterior predictive check of the normal model on the released values (Gelman, Meng and Stern
-1996; docs/adaptive-truncation.md 6.6). Post-processing only: it reads the transcript (l_t, r_t,
-b_t, y_t, all DP outputs) and posterior draws, never the data.
+"""Model check of the normal model on the released values (docs/adaptive-truncation.md 6.6).
+Post-processing only: it reads the transcript (l_t, r_t, b_t, y_t, all DP outputs) and
+posterior draws, never the data.
 
 Under theta = (mu, sigma), the released y_t = clamp(X, l_t, r_t) + Laplace(b_t) has
 
     E_t(theta) = l Phi(A) + r (1 - Phi(B)) + mu (Phi(B) - Phi(A)) - sigma (phi(B) - phi(A))
     V_t(theta) = Var(clamp(X, l, r)) + 2 b_t^2,           A = (l - mu)/sigma, B = (r - mu)/sigma
 
-(censored-normal moments). The steps are grouped into K = 5 bins of equal size by the centre
-(l_t + r_t)/2 of their interval (a function of public outputs), and the discrepancy is the
-chi-square of the bins' summed residuals,
+(censored-normal moments). Two statistics of the released values against the fitted model:
 
-    D(y, theta) = sum_k (sum_{t in k} y_t - E_t(theta))^2 / sum_{t in k} V_t(theta).
+- "location": the steps are grouped into K = 5 bins of equal size by the centre (l_t + r_t)/2
+  of their interval (a function of public outputs); at the posterior mean theta-hat,
+      X^2 = sum_k (sum_{t in k} y_t - E_t(theta-hat))^2 / sum_{t in k} V_t(theta-hat),
+  referred to chi^2 with K - 2 degrees of freedom (two parameters fitted; Pearson's test with
+  estimated parameters). Thompson sampling places the intervals at different positions of the
+  distribution; a normal (mu, sigma) that fits the column predicts each bin's mean release, a
+  skewed or lumpy column does not. The posterior predictive version of this statistic
+  (Gelman, Meng and Stern 1996) was measured too conservative to warn: on 5 x 300 releases of
+  a lognormal column at epsilon 2 its p-value was 0.02 where the chi^2 reference gives 0.009.
+- "spread": S = sum_t (y_t - E_t)^2 / sum_t V_t, a posterior predictive check: p = 2 min(P(S_rep
+  >= S), P(S_rep <= S)) over theta ~ posterior (400 draws) and y_rep ~ p(. | theta) at the same
+  intervals (a seeded numpy generator, `CHECK_SEED`: post-processing of public values).
 
-Thompson sampling spreads the intervals over different positions of the distribution; a
-normal (mu, sigma) that fits the column predicts each bin's mean release, a skewed or lumpy
-column does not. The p-value is P(D(y_rep, theta) >= D(y, theta)) over theta ~ posterior and
-y_rep ~ p(. | theta) at the same intervals (a seeded numpy generator: post-processing of public
-values; `CHECK_SEED`). It is conservative under the model (posterior predictive p-values
-concentrate near 1/2) and its power is that of T noisy releases: a pass does not prove
-normality. Hand-written: ArviZ's PPC plots need the replicated data this module produces and
-compute no p-value for a user discrepancy.
-
-Three statistics, each with its posterior predictive p-value, Bonferroni-combined (p = 3 min):
-D above ("location"; one-sided), the sum of squared residuals over the sum of V_t ("spread";
-two-sided) and the sum of cubed residuals over the sum of V_t^{3/2} ("skewness"; two-sided).
+The release warns when the Bonferroni-combined p = 2 min(p_location, p_spread) is below
+`ALARM`. The check has the power of T noisy releases only: measured on one release each
+(N = 1000 rows, epsilon 1), lognormal(3, 0.7) and a years-of-education-like column passed it; a
+pass does not prove normality, and the report says what mu estimates if the column is not
+normal. Third and fourth moments were tried and dropped: no power at epsilon <= 5 (p 0.2-0.6 on
+lognormal(3, 1), T = 2000, epsilon 5). Hand-written: ArviZ's PPC plots need the replicated data
+this module produces and compute no p-value for a user statistic.
 
 When the model fails, the posterior still summarises the fitted normal (`estimand_text`): narrow
 intervals (epsilon ~ 1) release a noisy bit "is x above m + a* c"; the "det" design asks at
@@ -85,16 +89,14 @@ def censored_moments(
 
 
 def _statistics(y: np.ndarray, mean: np.ndarray, var: np.ndarray, bins: np.ndarray) -> np.ndarray:
-    """(D, S2, S3) per posterior draw; y, mean, var of shape (S, T), bins of shape (T,)."""
+    """(X^2, S) per row of y, mean, var (shape (S, T)); bins of shape (T,) in 0..K-1."""
     residual = y - mean
     pearson = np.zeros(y.shape[0])
     for k in range(BINS):
         cols = bins == k
         pearson += residual[:, cols].sum(axis=1) ** 2 / var[:, cols].sum(axis=1)
     spread = (residual**2).sum(axis=1) / var.sum(axis=1)
-    skew = (residual**3).sum(axis=1) / (var**1.5).sum(axis=1)
-    tails = (residual**4).sum(axis=1) / (var**2).sum(axis=1)
-    return np.stack([pearson, spread, skew, tails])
+    return np.stack([pearson, spread])
 
 
 def model_check(
@@ -117,20 +119,17 @@ def model_check(
     var = var + 2.0 * scale**2
     x_rep = rng.normal(mu_s, sigma_s, size=mean.shape)
     y_rep = np.clip(x_rep, lo, hi) + rng.laplace(0.0, scale, size=mean.shape)
-    observed = _statistics(np.broadcast_to(y, mean.shape), mean, var, bins)
-    replicated = _statistics(y_rep, mean, var, bins)
-    upper = np.mean(replicated >= observed, axis=1)
-    lower = np.mean(replicated <= observed, axis=1)
+    observed = _statistics(np.broadcast_to(y, mean.shape), mean, var, bins)[1]
+    replicated = _statistics(y_rep, mean, var, bins)[1]
+    upper, lower = np.mean(replicated >= observed), np.mean(replicated <= observed)
     centre_mean, centre_var = censored_moments(lo, hi, mu_s.mean(), sigma_s.mean())
     centre_var = (centre_var + 2 * scale**2)[None, :]
     location = _statistics(y[None, :], centre_mean[None, :], centre_var, bins)[0]
     parts = {
         "location": float(chi2.sf(location[0], BINS - 2)),
-        "spread": float(min(1.0, 2 * min(upper[1], lower[1]))),
-        "skewness": float(min(1.0, 2 * min(upper[2], lower[2]))),
-        "tails": float(min(1.0, 2 * min(upper[3], lower[3]))),
+        "spread": float(min(1.0, 2 * min(upper, lower))),
     }
-    p_value = min(1.0, len(parts) * min(parts.values()))  # Bonferroni over the four
+    p_value = min(1.0, len(parts) * min(parts.values()))  # Bonferroni over the two
     table = []
     mean_hat = mean.mean(axis=0)
     for k in range(BINS):
@@ -155,8 +154,8 @@ def estimand_text(a: float, b: float) -> str:
     if width <= 0.5 and centre >= 0.1:
         low, high = 100 * ndtr(-centre), 100 * ndtr(centre)
         return (
-            f"mu estimates about the midpoint of the column's {low:.0f}th and {high:.0f}th "
-            f"percentiles (near the median, not the mean, for a skewed column) and sigma their "
+            f"mu estimates about the midpoint of the column's {low:.0f} % and {high:.0f} % "
+            f"quantiles (near the median, not the mean, for a skewed column) and sigma their "
             f"distance divided by {2 * centre:.2g}"
         )
     if width <= 0.5:
