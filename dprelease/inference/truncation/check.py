@@ -51,6 +51,7 @@ CHECK_SEED = 20_261_123  # public: the replicates are post-processing of release
 BINS = 5
 DRAWS = 400
 ALARM = 0.01  # p-value below which the release warns that the model does not fit
+WEAK = 0.05  # below it (and above ALARM) the verdict says "some evidence" against the model
 
 
 @dataclass(frozen=True)
@@ -171,13 +172,14 @@ def verdict_text(p_value: float, fits: bool, a: float, b: float) -> str:
     """The plain sentence the report and the manifest carry."""
     meaning = estimand_text(a, b)
     if fits:
+        evidence = "Some evidence" if p_value < WEAK else "No evidence"
         return (
-            f"No evidence against the normal model (posterior predictive p = {p_value:.3g}). "
-            "The check has only the power of the noisy releases: a skewed or lumpy column often "
-            f"passes it at small epsilon or T. If the column is not normal, {meaning}."
+            f"{evidence} against the normal model (model-check p = {p_value:.3g}). The check "
+            "has only the power of the noisy releases: a skewed or lumpy column often passes it "
+            f"at small epsilon or T. If the column is not normal, {meaning}."
         )
     return (
-        f"WARNING: the normal model does not describe this column (posterior predictive "
-        f"p = {p_value:.3g} < {ALARM}). mu and sigma are then not the column's mean and standard "
+        f"WARNING: the normal model does not describe this column (model-check p = "
+        f"{p_value:.3g} < {ALARM}). mu and sigma are then not the column's mean and standard "
         f"deviation: {meaning}."
     )
