@@ -80,7 +80,7 @@ def test_default_release_learns_sigma_of_the_issue_20_column(seeded_noise) -> No
          "columns": {"x": {"type": "continuous", "min": 0, "max": 100}}}
     )  # fmt: skip
     plan = plan_truncation_release(schema, TruncationConfig(column="x", epsilon=1.0, n_steps=600,
-                                                            particles=500, seed=1))  # fmt: skip
+                                                            particles=300, seed=1))  # fmt: skip
     values = np.clip(np.random.default_rng(37).normal(37.0, 4.0, 600), 0, 100)
     summary = run_truncation(plan, values, seeded_noise(4)).result.posterior.summary()
     assert summary["sigma_q05"] <= 4.0 <= summary["sigma_q95"] < 8.0, summary
