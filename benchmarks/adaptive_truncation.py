@@ -2,6 +2,11 @@
 (docs/adaptive-truncation.md 5.1-5.2, C5).
 
     python benchmarks/adaptive_truncation.py [--out DIR] [--reps 20] [--epsilons 1 2 5 10]
+        [--sections paper design targets]
+
+Sections "design" and "targets" (issue 20) run the release's defaults (prior from the bounds,
+`NormalPrior.from_bounds`) and are in `benchmarks/truncation_design.py`: the design score
+chosen over several truths and bounds, and the coverage table of the default.
 
 Setting (the paper's): X_t ~ N(50, 10), n = 1000 rows, priors mu ~ N(0, 1e4) and
 sigma^2 ~ IG(1, 1), N = 1000 particles. Methods: "adaptive" (Thompson-sampled intervals
@@ -29,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from truncation_design import print_design_choice, print_targets
 
 from dprelease.inference.truncation.design import design_truncation
 from dprelease.inference.truncation.engines import NormalPrior
@@ -50,7 +56,8 @@ def one_run(epsilon: float, method: str, rep: int, n: int, particles: int) -> di
     values = np.random.default_rng(1000 + rep).normal(TRUTH_MU, TRUTH_SIGMA, n)
     start = time.perf_counter()
     result = run_adaptive_truncation(
-        values, n, design=design_truncation(epsilon=epsilon), prior=PRIOR, bounds=BOUNDS,
+        values, n, design=design_truncation(epsilon=epsilon, score="mu"), prior=PRIOR,
+        bounds=BOUNDS,
         epsilon=epsilon, noise=NoiseSource(), rng=np.random.default_rng(rep),
         n_particles=particles, fixed_interval=FIXED if method == "fixed" else None,
     )  # fmt: skip
@@ -123,7 +130,7 @@ def oracle_rows() -> pd.DataFrame:
             values = np.random.default_rng(500 + n).normal(TRUTH_MU, TRUTH_SIGMA, n)
             start = time.perf_counter()
             result = run_adaptive_truncation(
-                values, n, design=design_truncation(epsilon=epsilon), prior=PRIOR,
+                values, n, design=design_truncation(epsilon=epsilon, score="mu"), prior=PRIOR,
                 bounds=BOUNDS, epsilon=epsilon, noise=NoiseSource(),
                 rng=np.random.default_rng(n), engine=engine, n_particles=particles,
                 fixed_interval=FIXED if method == "fixed" else None,
@@ -141,7 +148,7 @@ def cloud_run(epsilon: float, n: int, particles: int, every: int = 20) -> dict:
     values = np.random.default_rng(7).normal(TRUTH_MU, TRUTH_SIGMA, n)
     rng = np.random.default_rng(7)
     estimator = OnlineTruncatedEstimator(
-        design_truncation(epsilon=epsilon), PRIOR, BOUNDS, epsilon, NoiseSource(),
+        design_truncation(epsilon=epsilon, score="mu"), PRIOR, BOUNDS, epsilon, NoiseSource(),
         n_particles=particles, rng=rng,
     )  # fmt: skip
     snapshots = []
@@ -217,10 +224,23 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=1000, help="rows per run")
     parser.add_argument("--particles", type=int, default=1000)
     parser.add_argument("--skip-oracle", action="store_true", help="skip the C4 section")
+    parser.add_argument("--sections", nargs="+", default=["paper", "design", "targets"],
+                        choices=["paper", "design", "targets"])  # fmt: skip
+    parser.add_argument("--design-reps", type=int, default=6, help="reps per design case")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    if "design" in args.sections:
+        print_design_choice(args.design_reps)
+    if "targets" in args.sections:
+        print_targets(args.reps)
+    if "paper" in args.sections:
+        paper_section(args)
+
+
+def paper_section(args: argparse.Namespace) -> None:
+    """The paper's section 6 with its score "mu" (Figures 2-3, C4, C5)."""
     for epsilon in args.epsilons:
-        design = design_truncation(epsilon=epsilon)
+        design = design_truncation(epsilon=epsilon, score="mu")
         print(f"design eps={epsilon:g}: [a*, b*] = [{design.a}, {design.b}], "
               f"F = {np.round(design.fisher, 4).tolist()}")  # fmt: skip
     records = []

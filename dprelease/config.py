@@ -114,7 +114,7 @@ class TruncationConfig(ReleaseSettings):
     max_steps: int = Field(default=10_000, ge=1)
     min_steps: int = Field(default=50, ge=1)
     family: str = "normal"
-    score: str = "mu"
+    score: str = "det"
     engine: str = "ibis"
     particles: int = Field(default=1000, ge=10)
     prior: dict[str, float] | None = None  # PRIOR_KEYS; None: the default prior from the bounds

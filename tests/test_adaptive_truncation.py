@@ -110,7 +110,7 @@ def test_c2_monte_carlo_fisher_agrees_with_quadrature(half_width: float, epsilon
 
 @pytest.mark.parametrize("epsilon, best", [(1, 0.1089), (2, 0.2860), (5, 0.6122), (10, 0.8043)])
 def test_c2_design_is_within_half_a_percent_of_the_optimum(epsilon: int, best: float) -> None:
-    design = design_truncation(epsilon=float(epsilon))
+    design = design_truncation(epsilon=float(epsilon), score="mu")
     assert design.a == -design.b and design.b in design.grid
     assert design.fisher[0, 0] >= best * 0.995
     assert design.to_dict()["b"] == design.b
@@ -120,7 +120,7 @@ def test_design_refuses_a_zero_width_grid_and_unknown_names() -> None:
     with pytest.raises(ValueError, match="zero width"):
         design_truncation(epsilon=1.0, grid=(0.0, 0.06))
     with pytest.raises(ValueError, match="unknown score"):
-        design_truncation(epsilon=1.0, score="det")
+        design_truncation(epsilon=1.0, score="max")
     with pytest.raises(ValueError, match="unknown family"):
         design_truncation(family="poisson")
 
@@ -134,7 +134,7 @@ def test_c3_location_scale_invariance(m: float, c: float, a: float, b: float) ->
 
 
 def test_interval_is_intersected_with_the_public_bounds_and_never_empty() -> None:
-    design = design_truncation(epsilon=5.0)  # [a*, b*] = [-0.72, 0.72]
+    design = design_truncation(epsilon=5.0, score="mu")  # [a*, b*] = [-0.72, 0.72]
     assert design_interval(design, 50.0, 2.0, (0.0, 100.0)) == pytest.approx((48.56, 51.44))
     assert design_interval(design, 99.0, 2.0, (0.0, 100.0)) == pytest.approx((97.56, 100.0))
     # Entirely below the bounds: same width, against the lower bound.
@@ -250,7 +250,7 @@ def test_schema_min_rows_must_not_exceed_max_rows() -> None:
 
 
 def test_planned_spends_carry_the_ledger_parameters_and_typed_mechanisms() -> None:
-    design = design_truncation(epsilon=2.0).to_dict()
+    design = design_truncation(epsilon=2.0, score="mu").to_dict()
     pure = plan_truncation(_schema(min_rows=500), "age", 2.0, n_steps=300)
     (spend,) = pure.planned_spends(design)
     assert (spend.mechanism, spend.epsilon, spend.delta) == (TRUNCATION_MECHANISM, 2.0, 0.0)

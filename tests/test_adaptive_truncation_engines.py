@@ -32,11 +32,12 @@ FIXED = (TRUTH_MU - 10 * TRUTH_SIGMA, TRUTH_MU + 10 * TRUTH_SIGMA)  # paper's or
 
 def _run(
     seeded_noise, epsilon: float, n: int, particles: int, seed: int, engine: str = "ibis",
-    fixed: bool = False,
+    fixed: bool = False, score: str = "mu",
 ) -> AdaptiveTruncationResult:  # fmt: skip
     values = np.random.default_rng(100 + seed).normal(TRUTH_MU, TRUTH_SIGMA, n)
     return run_adaptive_truncation(
-        values, n, design=design_truncation(epsilon=epsilon), prior=PAPER_PRIOR, bounds=BOUNDS,
+        values, n, design=design_truncation(epsilon=epsilon, score=score), prior=PAPER_PRIOR,
+        bounds=BOUNDS,
         epsilon=epsilon, noise=seeded_noise(seed), rng=np.random.default_rng(seed),
         engine=engine, n_particles=particles, fixed_interval=FIXED if fixed else None,
     )  # fmt: skip
@@ -47,13 +48,14 @@ def _agreement(result: AdaptiveTruncationResult) -> dict[str, float]:
 
 
 @pytest.mark.parametrize(
-    "epsilon, n, particles, fixed",
-    [(1.0, 300, 500, False), (1.0, 300, 500, True), (5.0, 600, 600, False)],
-)
+    "epsilon, n, particles, fixed, score",
+    [(1.0, 300, 500, False, "mu"), (1.0, 300, 500, True, "mu"), (5.0, 600, 600, False, "mu"),
+     (1.0, 300, 500, False, "det")],
+)  # fmt: skip
 def test_c4_ibis_matches_the_grid_posterior(
-    seeded_noise, epsilon: float, n: int, particles: int, fixed: bool
+    seeded_noise, epsilon: float, n: int, particles: int, fixed: bool, score: str
 ) -> None:
-    result = _run(seeded_noise, epsilon, n, particles, seed=3, fixed=fixed)
+    result = _run(seeded_noise, epsilon, n, particles, seed=3, fixed=fixed, score=score)
     assert len(result.transcript) == n
     stats = _agreement(result)
     assert passes_oracle_check(stats), stats

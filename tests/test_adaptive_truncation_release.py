@@ -77,11 +77,15 @@ def test_cli_refuses_before_any_spend(census, tmp_path, extra, message) -> None:
 
 
 def test_design_truncation_command_is_public_and_prints_the_design() -> None:
-    result = invoke("infer", "design-truncation", "--epsilon", "5", "--json")
+    result = invoke("infer", "design-truncation", "--epsilon", "5", "--json", "--score", "mu")
     assert result.exit_code == 0, result.output
     design = json.loads(result.output)
     assert (design["a"], design["b"]) == (-0.72, 0.72)
     assert design["fisher"][0][0] == pytest.approx(0.6122, abs=1e-4)
+    default = json.loads(invoke("infer", "design-truncation", "--epsilon", "1", "--json").output)
+    assert (default["score"], default["a"], default["b"], default["mirrored"]) == (
+        "det", -0.78, -0.72, True,
+    )  # fmt: skip
     refused = invoke("infer", "design-truncation", "--epsilon", "-1")
     assert refused.exit_code == 2 and "epsilon must be a positive" in refused.output
 
@@ -118,7 +122,12 @@ def test_release_verifies_and_states_t_but_no_row_count(census, tmp_path, seeded
     transcript = pq.read_table(directory / TRANSCRIPT_FILE).to_pandas()
     assert len(transcript) == 150 and (transcript.l >= 17).all() and (transcript.r <= 90).all()
     assert (directory / "trajectory.png").stat().st_size > 0
-    assert "![posterior trajectory](trajectory.png)" in (directory / "report.md").read_text()
+    report = (directory / "report.md").read_text()
+    assert "![posterior trajectory](trajectory.png)" in report
+    check = manifest["model_check"]
+    assert set(check["parts"]) == {"location", "spread"} and 0 <= check["p_value"] <= 1
+    assert check["verdict"] in report and "## Does the normal model describe the column?" in report
+    assert "If the column is not normal, mu estimates" in check["verdict"] or not check["fits"]
 
 
 def test_kind_checks_catch_a_noise_scale_too_small(census, tmp_path, seeded_noise) -> None:

@@ -61,7 +61,14 @@ def adaptive_truncation(
             "schema bounds).",
         ),
     ] = None,
-    score: Annotated[str, typer.Option("--score", help="Design score: mu or trace.")] = "mu",
+    score: Annotated[
+        str,
+        typer.Option(
+            "--score",
+            help="Design score: det (default: a mirrored pair of intervals informing mu and "
+            "sigma), mu (the paper's; sigma stays at its prior at small epsilon) or trace.",
+        ),
+    ] = "det",
     engine: Annotated[str, typer.Option("--engine", help="ibis or latent_smc.")] = "ibis",
     particles: Annotated[int, typer.Option("--particles", help="SMC particles.")] = 1000,
     out: support.OutOption = Path("releases"),
@@ -104,7 +111,9 @@ def adaptive_truncation(
 def design_truncation_command(
     epsilon: Annotated[float, typer.Option("--epsilon", help="Epsilon of each row's release.")],
     family: Annotated[str, typer.Option("--family", help="Model family.")] = "normal",
-    score: Annotated[str, typer.Option("--score", help="mu (F[1,1]) or trace.")] = "mu",
+    score: Annotated[
+        str, typer.Option("--score", help="det (mirrored pair: F[1,1] F[2,2]), mu or trace.")
+    ] = "det",
     asymmetric: Annotated[
         bool, typer.Option("--asymmetric", help="Search all (a, b), not only [-A, A].")
     ] = False,
@@ -129,7 +138,13 @@ def design_truncation_command(
     support.stdout.print(
         f"[a*, b*] = [{design.a:g}, {design.b:g}] for epsilon={design.epsilon:g} "
         f"({design.family}, score {design.score}, {design.method}); the interval for a "
-        f"posterior draw (m, c) is [m + {design.a:g} c, m + {design.b:g} c].\n"
+        f"posterior draw (m, c) is [m + {design.a:g} c, m + {design.b:g} c]"
+        + (
+            f" at odd steps, [m + {-design.b:g} c, m + {-design.a:g} c] at even steps"
+            if design.mirrored
+            else ""
+        )
+        + ".\n"
         f"Fisher information at (0, 1): F_mu,mu = {fisher[0, 0]:.4f}, "
         f"F_sigma,sigma = {fisher[1, 1]:.4f}, F_mu,sigma = {coupling:.4f}",
         highlight=False,

@@ -9,8 +9,9 @@ posterior of one column's normal model from one Laplace release per processed ro
 - `run`: [DP row count ->] T, a uniformly random subset of T rows in random order, one
   Laplace release per row, posterior updates (`inference.truncation`);
 - `bundle`: the transcript (every interval, noise scale and released value), posterior draws,
-  the trajectory, the design and the report; never the real row count, the clamped or raw
-  values, the permutation or the noise draws.
+  the trajectory, the design, the posterior predictive model check of the released values
+  (`inference.truncation.check`, post-processing) and the report; never the real row count,
+  the clamped or raw values, the permutation or the noise draws.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import numpy as np
 
 from dprelease.config import PRIOR_KEYS, TruncationConfig
 from dprelease.errors import InputError
+from dprelease.inference.truncation.check import model_check
 from dprelease.inference.truncation.design import TruncationDesign, design_truncation
 from dprelease.inference.truncation.engines import NormalPrior
 from dprelease.inference.truncation.online import (
@@ -176,6 +178,10 @@ def truncation_bundle(
     result = outcome.result
     draws = result.posterior_draws(np.random.default_rng(plan.config.seed), POSTERIOR_DRAWS)
     design = result.design.to_dict()
+    check = model_check(
+        result.transcript, draws.mu.to_numpy(), draws.sigma.to_numpy(), result.design.a,
+        result.design.b,
+    )  # fmt: skip
     manifest_extra = {
         "column": plan.config.column,
         "family": plan.config.family,
@@ -185,6 +191,7 @@ def truncation_bundle(
         "t_from": plan.privacy.variant,
         "design": design,
         "posterior_summary": result.posterior.summary(),
+        "model_check": check.to_dict(),
         "resample_moves": result.resample_moves,
         "truncation_statement": privacy_statement(plan.privacy, outcome.n_steps),
         "on_invalid_rows": plan.config.on_invalid_rows,

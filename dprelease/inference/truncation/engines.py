@@ -37,6 +37,7 @@ from dprelease.inference.truncation.likelihood import laplace_logpdf, normal_log
 
 _BLOCK = 16_384  # likelihood terms per block in `loglik_sum`
 _ROWS = 1024  # particles per block
+PRIOR_RESOLUTION = 1000.0  # default prior: sigma's scale is (hi - lo) / PRIOR_RESOLUTION
 
 
 @dataclass(frozen=True)
@@ -54,9 +55,14 @@ class NormalPrior:
 
     @classmethod
     def from_bounds(cls, lo: float, hi: float) -> NormalPrior:
-        """The public default prior from the schema bounds (docs/adaptive-truncation.md 6.2)."""
+        """The public default prior from the schema bounds w = hi - lo (docs/adaptive-truncation.md
+        6.2): mu ~ N((lo + hi)/2, w^2), sigma^2 ~ IG(1/2, (w/1000)^2 / 2), i.e. sigma = (w/1000)/|Z|
+        with Z standard normal: P(sigma < s) = P(|Z| > w/(1000 s)), so every sigma above ~w/1000 is
+        a priori plausible (the density of log sigma falls like 1/sigma above it). The former
+        IG(1, (w/4)^2) gave P(sigma < w/25) = exp(-39): a column N(37, 4^2) in [0, 100] could not
+        be found however informative the releases (issue 20)."""
         width = hi - lo
-        return cls(0.5 * (lo + hi), width**2, 1.0, (width / 4.0) ** 2)
+        return cls(0.5 * (lo + hi), width**2, 0.5, 0.5 * (width / PRIOR_RESOLUTION) ** 2)
 
     def sample(self, rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
         """n draws of (mu, sigma); sigma^2 = scale / Gamma(shape, 1)."""

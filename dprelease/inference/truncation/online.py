@@ -131,7 +131,8 @@ class OnlineTruncatedEstimator:
         location, scale = self.engine.thompson()
         self._theta = (location, scale)
         if self.fixed_interval is None:
-            self._interval = design_interval(self.design, location, scale, self.bounds)
+            step = len(self._steps) + 1
+            self._interval = design_interval(self.design, location, scale, self.bounds, step)
         else:
             self._interval = self.fixed_interval
 

@@ -45,6 +45,31 @@ def trajectory_figure(transcript: pd.DataFrame, trajectory: pd.DataFrame):  # no
     return figure
 
 
+def model_check_section(check: dict) -> list[str]:
+    """The posterior predictive check of the released values (docs/adaptive-truncation.md 6.6):
+    verdict, p-values per statistic, and the mean release per interval-position bin."""
+    parts = ", ".join(f"{name} {human(value)}" for name, value in check["parts"].items())
+    lines = [
+        "## Does the normal model describe the column?",
+        "",
+        check["verdict"],
+        "",
+        "Posterior predictive check of the released values against the fitted model "
+        f"(p-values: {parts}; combined {human(check['p_value'])}). Mean release per group of "
+        "steps, grouped by the position of their interval, against the model's prediction:",
+        "",
+        "| interval centres | steps | mean release | predicted | z |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for row in check["bins"]:
+        low, high = row["interval_centres"]
+        lines.append(
+            f"| {human(low)} to {human(high)} | {row['steps']} | {human(row['mean_release'])} "
+            f"| {human(row['predicted'])} | {row['z']:.2f} |"
+        )
+    return [*lines, ""]
+
+
 def write_truncation_report(
     directory: Path, manifest: dict, transcript: pd.DataFrame, trajectory: pd.DataFrame
 ) -> None:
@@ -72,12 +97,15 @@ def write_truncation_report(
         )
     lines += [
         "",
-        f"Intervals: m + [{design['a']}, {design['b']}] c for (m, c) a Thompson draw from the "
-        "current posterior (Fisher-information design, score "
-        f"`{design['score']}`), intersected with the schema bounds.",
+        f"Intervals: m + [{design['a']}, {design['b']}] c"
+        + (f" at odd steps and m + [{-design['b']}, {-design['a']}] c at even steps"
+           if design.get("mirrored") else "")
+        + " for (m, c) a Thompson draw from the current posterior (Fisher-information design, "
+        f"score `{design['score']}`), intersected with the schema bounds.",
         "",
         f"![posterior trajectory]({TRAJECTORY_FIGURE})",
         "",
+        *model_check_section(manifest["model_check"]),
     ]
     if "dp_row_count" in manifest:
         lines += [
