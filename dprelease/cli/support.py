@@ -4,7 +4,8 @@
   unreliable weights) becomes ONE line on stderr, `error: ...`, and its exit code; no
   traceback unless `--verbose`. Unexpected errors keep their traceback.
 - `run_flow`: runs a Prefect flow in this process with a concise rich progress line (the
-  current task) instead of Prefect's console log; Prefect's full run log still goes to the
+  current task; a plain line per task when stderr is not a terminal) instead of Prefect's
+  console log; Prefect's full run log still goes to the
   Prefect API (UI) and, with `--verbose`, to the terminal.
 - `check_before_run`: the cap, then what can be checked about an input file without reading
   its values (`io.stream.preflight`: existence, type, UTF-8 header, the column set), so those
@@ -141,8 +142,27 @@ def prepare_prefect(verbose: bool) -> None:
         os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "CRITICAL")
 
 
+@contextlib.contextmanager
+def _stage_display(what: str) -> Iterator[Callable[[str], None]]:
+    """Where the current stage is shown: one transient rich status line on a terminal; a
+    plain line per new stage when stderr is a file or a pipe (a scheduled run's log gets no
+    redraws)."""
+    if stderr.is_terminal:
+        with stderr.status(f"{what}: starting Prefect") as status:
+            yield lambda task: status.update(f"{what}: {task}")
+        return
+    shown: list[str] = []
+
+    def line(task: str) -> None:
+        if not shown or shown[-1] != task:
+            shown.append(task)
+            stderr.print(f"{what}: {task}", highlight=False, soft_wrap=True)
+
+    yield line
+
+
 class _ProgressLine(logging.Handler):
-    """Shows the task Prefect is running on one transient rich status line."""
+    """Passes the name of the task Prefect is running to `update` (see `_stage_display`)."""
 
     _SUFFIX = re.compile(r"-[0-9a-f]{1,4}$")
 
@@ -169,8 +189,7 @@ def run_flow(flow_path: str, *, verbose: bool, what: str, **params: Any) -> Any:
     with expected_errors(verbose), contextlib.ExitStack() as stack:
         if verbose:
             return flow(**params)
-        status = stack.enter_context(stderr.status(f"{what}: starting Prefect"))
-        handler = _ProgressLine(lambda task: status.update(f"{what}: {task}"))
+        handler = _ProgressLine(stack.enter_context(_stage_display(what)))
         for logger in loggers:
             logger.addHandler(handler)
         stack.callback(lambda: [logger.removeHandler(handler) for logger in loggers])
