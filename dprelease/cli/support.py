@@ -10,7 +10,8 @@
 - `check_before_run`: the cap, then what can be checked about an input file without reading
   its values (`io.stream.preflight`: existence, type, UTF-8 header, the column set), so those
   errors come back before Prefect's temporary server starts (15-25 s here);
-  `publish_command` runs them and then the release flow.
+  `publish_command` runs them and then the release flow. When no server is configured,
+  `run_flow` says how to start one (`SERVER_HINT`).
 - `ledger_notice`: which ledger is used, and whether this dataset has history in it.
 
 Exit codes (README): 0 published, 1 unexpected error, 2 bad input or configuration, 3 the
@@ -161,6 +162,21 @@ def _stage_display(what: str) -> Iterator[Callable[[str], None]]:
     yield line
 
 
+SERVER_HINT = (
+    "note: no Prefect server is configured, so this run starts a temporary one (15-25 s). "
+    "Start one once with `make server` (or `prefect server start --background && prefect "
+    "config set PREFECT_API_URL=http://127.0.0.1:4200/api`): later runs then take seconds."
+)
+
+
+def temporary_server_hint() -> str | None:
+    """`SERVER_HINT` when Prefect would start its temporary server (no `PREFECT_API_URL` in
+    the environment or the active Prefect profile), else None. Imports Prefect's settings."""
+    from prefect.settings import get_current_settings
+
+    return SERVER_HINT if not get_current_settings().api.url else None
+
+
 class _ProgressLine(logging.Handler):
     """Passes the name of the task Prefect is running to `update` (see `_stage_display`)."""
 
@@ -185,6 +201,8 @@ def run_flow(flow_path: str, *, verbose: bool, what: str, **params: Any) -> Any:
     prepare_prefect(verbose)
     module, name = flow_path.split(":")
     flow = getattr(importlib.import_module(module), name)
+    if (hint := temporary_server_hint()) is not None:
+        stderr.print(hint, highlight=False, soft_wrap=True)
     loggers = [logging.getLogger("prefect.task_runs"), logging.getLogger("prefect.flow_runs")]
     with expected_errors(verbose), contextlib.ExitStack() as stack:
         if verbose:
