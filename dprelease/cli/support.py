@@ -35,7 +35,7 @@ from rich.console import Console
 from dprelease.config import InputPolicy, InvalidRows, OutOfBounds
 from dprelease.errors import DPReleaseError
 from dprelease.io.stream import preflight
-from dprelease.privacy.ledger import LEDGER_URL_ENV, Ledger
+from dprelease.privacy.ledger import LEDGER_URL_ENV, Ledger, shown_url
 from dprelease.release.files import MANIFEST_FILE
 from dprelease.release.pipeline import Plan, check_budget
 from dprelease.release.synthetic_plan import DEFAULT_N_SYNTHETIC
@@ -262,16 +262,10 @@ def ledger_notice(ledger_url: str, dataset: str) -> str:
     """One line: the ledger used and whether the dataset has history there."""
     with Ledger(ledger_url) as ledger:
         known = ledger.cap(dataset) is not None
-    shown = _redact(ledger_url)
+    shown = shown_url(ledger_url)
     if known:
         return f"ledger: {shown}"
     return (
         f"ledger: {shown} (first release of dataset {dataset!r} in this ledger; if the "
         "dataset was released before, this is the wrong ledger: pass --ledger)"
     )
-
-
-def _redact(url: str) -> str:
-    from sqlalchemy.engine import make_url
-
-    return make_url(url).render_as_string(hide_password=True)
