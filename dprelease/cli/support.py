@@ -43,11 +43,16 @@ from dprelease.release.synthetic_plan import DEFAULT_N_SYNTHETIC
 stdout = Console()
 stderr = Console(stderr=True)
 
-EXIT_CODES_HELP = (
+INFER_EXIT_CODES_HELP = (
     "Exit codes: 0 published; 1 unexpected error; 2 bad input or configuration (nothing "
     "spent when refused before the run starts); 3 the dataset's cap refuses the run (checked "
-    "before the data is read; nothing spent); 4 PSIS says the weights are unreliable (the "
-    "spend stays in the ledger, nothing published)."
+    "before the data is read; nothing spent)."
+)  # a posterior has no importance weights, so no PSIS refusal (exit 4)
+EXIT_CODES_HELP = INFER_EXIT_CODES_HELP.removesuffix(".") + (
+    "; 4 PSIS says the weights are unreliable (the spend stays in the ledger, nothing published)."
+)
+LEDGER_EXIT_CODES_HELP = (
+    "Exit codes: 0 shown; 1 unexpected error; 2 the dataset has no entries in the ledger."
 )
 LEDGER_HELP = (
     f"SQLAlchemy URL of the privacy ledger (default: ${LEDGER_URL_ENV}, else "
