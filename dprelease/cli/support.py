@@ -138,12 +138,13 @@ def prepare_prefect(verbose: bool) -> None:
     """Environment for running a flow in this process, set before Prefect is imported.
 
     Prefect's temporary server gets time to start on a small busy machine (its default of
-    20 s is often too short on 2 cores) and does not phone home. Without `verbose` Prefect's
-    console handler shows nothing (its API handler still sends the whole run log to the
-    server). A user's own settings win.
+    20 s is often too short on 2 cores); neither it nor Prefect's SDK phones home. Without
+    `verbose` Prefect's console handler shows nothing (its API handler still sends the whole
+    run log to the server). A user's own settings win.
     """
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("DO_NOT_TRACK", "1")  # Prefect's SDK telemetry (checked on import)
     if not verbose:
         os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "CRITICAL")
 
