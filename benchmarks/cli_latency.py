@@ -33,7 +33,7 @@ import pandas as pd
 import yaml
 
 ROOT = Path(__file__).parent.parent
-CLI = [sys.executable, "-m", "dprelease.cli.app"]
+CLI = [sys.executable, "-m", "dprelease.cli"]  # as the `dprelease` console script
 
 
 def timed(args: list[str], env: dict) -> tuple[float, int, float]:
