@@ -148,11 +148,15 @@ def _weighted_shares(series: pd.Series, weights: np.ndarray, missing: np.ndarray
 
 
 def _ratio_estimate(values: np.ndarray, weights: np.ndarray) -> tuple[float, float]:
-    """mu = sum w x / sum w and se = sqrt(sum (w / sum w)^2 (x - mu)^2)."""
+    """mu = sum w x / sum w and se = sqrt(sum (w / sum w)^2 (x - mu)^2).
+
+    An elementwise sum, not `share @ values`: a BLAS dot product of 20,000 rows took 16 ms
+    on a busy 2-core machine (its threads wait for a core), the sum 0.03 ms; a release's
+    report makes one call per column and category level."""
     if not weights.sum() > 0:
         return float("nan"), float("nan")  # every row with a value has weight zero
     share = weights / weights.sum()
-    mean = float(share @ values)
+    mean = float(np.sum(share * values))
     return mean, float(np.sqrt(np.sum(share**2 * (values - mean) ** 2)))
 
 

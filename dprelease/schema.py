@@ -184,8 +184,15 @@ def _describe(error: ValidationError) -> str:
     lines = []
     for problem in error.errors():
         location = ".".join(str(part) for part in problem["loc"] if part not in _UNION_TAGS)
-        lines.append(f"  {location or '(top level)'}: {problem['msg']}")
+        message = _COLUMN_TYPE_MESSAGES.get(problem["type"], problem["msg"])
+        lines.append(f"  {location or '(top level)'}: {message}")
     return "\n".join(lines)
 
 
 _UNION_TAGS = {"continuous", "integer", "categorical"}
+# pydantic's words for a column without a usable `type` ("Unable to extract tag using
+# discriminator 'type'"), in the schema's own terms.
+_COLUMN_TYPE_MESSAGES = {
+    "union_tag_not_found": "needs a type: continuous, integer or categorical",
+    "union_tag_invalid": "type must be continuous, integer or categorical",
+}

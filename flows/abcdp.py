@@ -7,10 +7,12 @@ from prefect import flow
 
 from dprelease.config import ABCDPConfig
 from dprelease.release.abcdp import ABCDP_PIPELINE
+from tasks import ends_cleanly
 from tasks.release import release
 
 
 @flow(name="abcdp", persist_result=False, log_prints=False)
+@ends_cleanly
 def abcdp_flow(
     input_path: str,
     schema_path: str,

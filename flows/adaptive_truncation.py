@@ -7,10 +7,12 @@ from prefect import flow
 
 from dprelease.config import TruncationConfig
 from dprelease.release.truncation import TRUNCATION_PIPELINE
+from tasks import ends_cleanly
 from tasks.release import release
 
 
 @flow(name="adaptive-truncation", persist_result=False, log_prints=False)
+@ends_cleanly
 def adaptive_truncation_flow(
     input_path: str,
     schema_path: str,

@@ -21,6 +21,7 @@ from prefect import flow
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from dprelease.evaluation.harness import DEFAULT_WEIGHT_METHODS, EvaluationGrid
+from tasks import ends_cleanly
 from tasks import evaluate as steps
 
 LOCAL = "local"
@@ -52,6 +53,7 @@ def task_runner(dask: str | None = None):  # -> prefect.task_runners.TaskRunner
 
 
 @flow(name="evaluate", persist_result=False, task_runner=ThreadPoolTaskRunner(max_workers=2))
+@ends_cleanly
 def evaluation_flow(
     input_path: str,
     schema_path: str,

@@ -23,7 +23,7 @@ from prefect import flow, task
 from dprelease.errors import InputError
 from dprelease.privacy.ledger import resolve_ledger_url
 from flows.evaluate import task_runner
-from tasks import NO_PERSISTENCE
+from tasks import NO_PERSISTENCE, ends_cleanly
 
 
 @task(name="release-dataset", **NO_PERSISTENCE)
@@ -34,6 +34,7 @@ def release_dataset(parameters: dict[str, Any]) -> str:
 
 
 @flow(name="multi-release", persist_result=False, log_prints=False)
+@ends_cleanly
 def multi_release_flow(
     releases: list[dict[str, Any]], out_dir: str = "releases", ledger_url: str | None = None
 ) -> list[str]:

@@ -7,10 +7,12 @@ from prefect import flow
 
 from dprelease.config import SyntheticConfig
 from dprelease.release.synthetic import SYNTHETIC_PIPELINE
+from tasks import ends_cleanly
 from tasks.release import release
 
 
 @flow(name="release", persist_result=False, log_prints=False)
+@ends_cleanly
 def release_flow(
     input_path: str,
     schema_path: str,

@@ -32,4 +32,7 @@ app.add_typer(infer_app, name="infer")
 app.command("verify", epilog=VERIFY_EXIT_CODES)(verify_command)
 
 if __name__ == "__main__":
+    from dprelease.cli.main import tune_gc
+
+    tune_gc()
     app()

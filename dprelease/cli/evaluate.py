@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from dprelease.cli import support
-from dprelease.config import InputPolicy
+from dprelease.config import InputPolicy, SyntheticConfig, parse_config
 from dprelease.evaluation.harness import DEFAULT_WEIGHT_METHODS
 from dprelease.generators import GENERATORS
 from dprelease.io.stream import preflight
@@ -52,7 +52,10 @@ def evaluate(
     """Evaluate generators x weights x epsilons on a train/test split (not for publication)."""
     from dprelease.schema import load_schema
 
+    epsilon_values = _csv(epsilons, float)
     with support.expected_errors(verbose):
+        for epsilon in epsilon_values:  # the settings every cell's release config will have
+            parse_config(SyntheticConfig, epsilon=epsilon, n_synthetic=n_synthetic)
         preflight(input_path, load_schema(schema), InputPolicy())
     directory = support.run_flow(
         "flows.evaluate:run_evaluation",
@@ -65,7 +68,7 @@ def evaluate(
         test_fraction=test_fraction,
         generators=_csv(generators),
         weights=_csv(weights),
-        epsilons=_csv(epsilons, float),
+        epsilons=epsilon_values,
         seeds=seeds,
         n_synthetic=n_synthetic,
     )

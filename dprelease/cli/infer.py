@@ -18,7 +18,7 @@ from dprelease.privacy.ledger import resolve_ledger_url
 
 infer_app = typer.Typer(
     help="DP posterior inference releases: online estimation with adaptive truncation, ABCDP.",
-    epilog=support.EXIT_CODES_HELP,
+    epilog=support.INFER_EXIT_CODES_HELP,
     no_args_is_help=True,
 )
 
@@ -26,7 +26,7 @@ infer_app = typer.Typer(
 # --- adaptive truncation (Yildirim 2023; dprelease.inference.truncation.online) ----------------
 
 
-@infer_app.command("adaptive-truncation", epilog=support.EXIT_CODES_HELP)
+@infer_app.command("adaptive-truncation", epilog=support.INFER_EXIT_CODES_HELP)
 def adaptive_truncation(
     input_path: support.InputArgument,
     schema: support.SchemaOption,
@@ -167,7 +167,7 @@ def _bandwidth(text: str) -> float | str:
         ) from None
 
 
-@infer_app.command("abcdp", epilog=support.EXIT_CODES_HELP)
+@infer_app.command("abcdp", epilog=support.INFER_EXIT_CODES_HELP)
 def abcdp(
     input_path: support.InputArgument,
     schema: support.SchemaOption,

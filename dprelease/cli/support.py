@@ -4,12 +4,14 @@
   unreliable weights) becomes ONE line on stderr, `error: ...`, and its exit code; no
   traceback unless `--verbose`. Unexpected errors keep their traceback.
 - `run_flow`: runs a Prefect flow in this process with a concise rich progress line (the
-  current task) instead of Prefect's console log; Prefect's full run log still goes to the
+  current task; a plain line per task when stderr is not a terminal) instead of Prefect's
+  console log; Prefect's full run log still goes to the
   Prefect API (UI) and, with `--verbose`, to the terminal.
 - `check_before_run`: the cap, then what can be checked about an input file without reading
   its values (`io.stream.preflight`: existence, type, UTF-8 header, the column set), so those
   errors come back before Prefect's temporary server starts (15-25 s here);
-  `publish_command` runs them and then the release flow.
+  `publish_command` runs them and then the release flow. When no server is configured,
+  `run_flow` says how to start one (`SERVER_HINT`).
 - `ledger_notice`: which ledger is used, and whether this dataset has history in it.
 
 Exit codes (README): 0 published, 1 unexpected error, 2 bad input or configuration, 3 the
@@ -34,7 +36,7 @@ from rich.console import Console
 from dprelease.config import InputPolicy, InvalidRows, OutOfBounds
 from dprelease.errors import DPReleaseError
 from dprelease.io.stream import preflight
-from dprelease.privacy.ledger import LEDGER_URL_ENV, Ledger
+from dprelease.privacy.ledger import LEDGER_URL_ENV, Ledger, shown_url
 from dprelease.release.files import MANIFEST_FILE
 from dprelease.release.pipeline import (
     DuplicateReleaseWarning,
@@ -48,11 +50,16 @@ from dprelease.release.writer import refuse_inside_release
 stdout = Console()
 stderr = Console(stderr=True)
 
-EXIT_CODES_HELP = (
+INFER_EXIT_CODES_HELP = (
     "Exit codes: 0 published; 1 unexpected error; 2 bad input or configuration (nothing "
     "spent when refused before the run starts); 3 the dataset's cap refuses the run (checked "
-    "before the data is read; nothing spent); 4 PSIS says the weights are unreliable (the "
-    "spend stays in the ledger, nothing published)."
+    "before the data is read; nothing spent)."
+)  # a posterior has no importance weights, so no PSIS refusal (exit 4)
+EXIT_CODES_HELP = INFER_EXIT_CODES_HELP.removesuffix(".") + (
+    "; 4 PSIS says the weights are unreliable (the spend stays in the ledger, nothing published)."
+)
+LEDGER_EXIT_CODES_HELP = (
+    "Exit codes: 0 shown; 1 unexpected error; 2 the dataset has no entries in the ledger."
 )
 LEDGER_HELP = (
     f"SQLAlchemy URL of the privacy ledger (default: ${LEDGER_URL_ENV}, else "
@@ -142,18 +149,53 @@ def prepare_prefect(verbose: bool) -> None:
     """Environment for running a flow in this process, set before Prefect is imported.
 
     Prefect's temporary server gets time to start on a small busy machine (its default of
-    20 s is often too short on 2 cores) and does not phone home. Without `verbose` Prefect's
-    console handler shows nothing (its API handler still sends the whole run log to the
-    server). A user's own settings win.
+    20 s is often too short on 2 cores); neither it nor Prefect's SDK phones home. Without
+    `verbose` Prefect's console handler shows nothing (its API handler still sends the whole
+    run log to the server). A user's own settings win.
     """
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("DO_NOT_TRACK", "1")  # Prefect's SDK telemetry (checked on import)
     if not verbose:
         os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "CRITICAL")
 
 
+@contextlib.contextmanager
+def _stage_display(what: str) -> Iterator[Callable[[str], None]]:
+    """Where the current stage is shown: one transient rich status line on a terminal; a
+    plain line per new stage when stderr is a file or a pipe (a scheduled run's log gets no
+    redraws)."""
+    if stderr.is_terminal:
+        with stderr.status(f"{what}: starting Prefect") as status:
+            yield lambda task: status.update(f"{what}: {task}")
+        return
+    shown: list[str] = []
+
+    def line(task: str) -> None:
+        if not shown or shown[-1] != task:
+            shown.append(task)
+            stderr.print(f"{what}: {task}", highlight=False, soft_wrap=True)
+
+    yield line
+
+
+SERVER_HINT = (
+    "note: no Prefect server is configured, so this run starts a temporary one (15-25 s). "
+    "Start one once with `make server` (or `prefect server start --background && prefect "
+    "config set PREFECT_API_URL=http://127.0.0.1:4200/api`): later runs then take seconds."
+)
+
+
+def temporary_server_hint() -> str | None:
+    """`SERVER_HINT` when Prefect would start its temporary server (no `PREFECT_API_URL` in
+    the environment or the active Prefect profile), else None. Imports Prefect's settings."""
+    from prefect.settings import get_current_settings
+
+    return SERVER_HINT if not get_current_settings().api.url else None
+
+
 class _ProgressLine(logging.Handler):
-    """Shows the task Prefect is running on one transient rich status line."""
+    """Passes the name of the task Prefect is running to `update` (see `_stage_display`)."""
 
     _SUFFIX = re.compile(r"-[0-9a-f]{1,4}$")
 
@@ -176,12 +218,13 @@ def run_flow(flow_path: str, *, verbose: bool, what: str, **params: Any) -> Any:
     prepare_prefect(verbose)
     module, name = flow_path.split(":")
     flow = getattr(importlib.import_module(module), name)
+    if (hint := temporary_server_hint()) is not None:
+        stderr.print(hint, highlight=False, soft_wrap=True)
     loggers = [logging.getLogger("prefect.task_runs"), logging.getLogger("prefect.flow_runs")]
     with expected_errors(verbose), contextlib.ExitStack() as stack:
         if verbose:
             return flow(**params)
-        status = stack.enter_context(stderr.status(f"{what}: starting Prefect"))
-        handler = _ProgressLine(lambda task: status.update(f"{what}: {task}"))
+        handler = _ProgressLine(stack.enter_context(_stage_display(what)))
         for logger in loggers:
             logger.addHandler(handler)
         stack.callback(lambda: [logger.removeHandler(handler) for logger in loggers])
@@ -244,16 +287,10 @@ def ledger_notice(ledger_url: str, dataset: str) -> str:
     """One line: the ledger used and whether the dataset has history there."""
     with Ledger(ledger_url) as ledger:
         known = ledger.cap(dataset) is not None
-    shown = _redact(ledger_url)
+    shown = shown_url(ledger_url)
     if known:
         return f"ledger: {shown}"
     return (
         f"ledger: {shown} (first release of dataset {dataset!r} in this ledger; if the "
         "dataset was released before, this is the wrong ledger: pass --ledger)"
     )
-
-
-def _redact(url: str) -> str:
-    from sqlalchemy.engine import make_url
-
-    return make_url(url).render_as_string(hide_password=True)

@@ -60,6 +60,7 @@ from dprelease.generators.domain import cell_index, public_cells, write_cells
 from dprelease.privacy.accounting import PlannedSpend
 from dprelease.privacy.mechanisms import ZCDP
 from dprelease.privacy.noise import NoiseSource
+from dprelease.progress import stage_progress
 
 DEFAULT_BINS = 16
 # Mirror-descent iterations per model fit (mbi's default is 1000). AIM refits after every
@@ -263,7 +264,6 @@ class _OpenDPMarginalGenerator(Generator):
     def _fit(self, real: np.ndarray, noise: NoiseSource) -> tuple[Any, list[PlannedSpend]]:
         """OpenDP's ContingencyTable (the fitted model) and the spend."""
         import polars as pl
-        from tqdm.auto import tqdm
 
         frame = pl.DataFrame(
             {
@@ -275,7 +275,7 @@ class _OpenDPMarginalGenerator(Generator):
             name: list(range(cells.size))
             for name, cells in zip(self.names, self.cells, strict=True)
         }
-        bar = tqdm(desc=f"{self.name} model fits", unit="fit", disable=not self.progress)
+        bar = stage_progress(f"{self.name} model fits", "fit", enabled=self.progress)
         try:
             algorithm = self.make_algorithm(counted_estimator(self.iters, bar.update))
             table = fit_contingency_table(frame, self.rho, algorithm, keys=keys)

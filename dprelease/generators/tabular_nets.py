@@ -47,6 +47,7 @@ from torch import nn
 from dprelease.encoding import EncodedColumn, Encoder
 from dprelease.generators.domain import ColumnCells, cell_index, public_cells
 from dprelease.privacy.dpsgd import entropy_generator, private_training
+from dprelease.progress import stage_progress
 
 ADAM_BETAS = (0.5, 0.9)
 GUMBEL_TEMPERATURE = 0.5  # of the straight-through gradient only; samples do not depend on it
@@ -263,7 +264,6 @@ def train_dpsgd(
     """
     from opacus.validators import ModuleValidator
     from torch.utils.data import TensorDataset
-    from tqdm import tqdm
 
     ModuleValidator.validate(discriminator, strict=True)
     training = private_training(
@@ -289,6 +289,7 @@ def train_dpsgd(
     n_fake = plan.batch_size
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
+    bar = stage_progress(plan.label, "step", enabled=plan.progress, total=plan.steps)
     try:
         with warnings.catch_warnings():
             # Opacus' hooks on D's first layer: the inputs (data) need no gradient.
@@ -296,8 +297,7 @@ def train_dpsgd(
             generator.train()
             d_model.train()
             batches = _cycle(loader)
-            steps = tqdm(range(plan.steps), desc=plan.label, unit="step", disable=not plan.progress)
-            for _ in steps:
+            for _ in range(plan.steps):
                 # Discriminator: one DP-SGD step on [Poisson batch of real rows; fake rows].
                 (real_rows,) = next(batches)
                 with torch.no_grad():
@@ -316,7 +316,9 @@ def train_dpsgd(
                 average.update(generator)
                 d_model.requires_grad_(True)
                 d_model.enable_hooks()
+                bar.update()
     finally:
+        bar.close()
         torch.set_num_threads(threads)
         d_optimizer.zero_grad(set_to_none=True)
         d_model.remove_hooks()

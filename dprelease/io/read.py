@@ -13,6 +13,8 @@ section 8).
 
 from __future__ import annotations
 
+import csv
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -62,6 +64,7 @@ def open_dataset(source: str | Path | pd.DataFrame) -> Any:  # -> pyarrow.datase
         raise InputError(f"{path}: unsupported file type {suffix!r}; use .csv or .parquet")
     if path.stat().st_size == 0:
         raise InputError(f"{path}: the file is empty")
+    check_csv_header(path)
     header = guard(path, lambda: ds.dataset(str(path), format="csv").schema.names)
     csv_format = ds.CsvFileFormat(convert_options=_csv_options(header))
     return guard(path, lambda: ds.dataset(str(path), format=csv_format))
@@ -70,6 +73,35 @@ def open_dataset(source: str | Path | pd.DataFrame) -> Any:  # -> pyarrow.datase
 def column_names(source: str | Path | pd.DataFrame) -> list[str]:
     """The table's column names, read from the header (CSV) or the schema (Parquet) only."""
     return list(open_dataset(source).schema.names)
+
+
+def check_csv_header(path: Path) -> None:
+    """Refuse a CSV header that pyarrow would misread, naming the problem: a duplicated
+    column name (pyarrow says only "ArrowInvalid"), or a header that looks `;`- or
+    tab-separated (a spreadsheet export in a locale with decimal commas), which would
+    otherwise show up as every schema column missing. A UTF-8 byte-order mark (Excel's
+    "CSV UTF-8") is accepted: pyarrow skips it, and so does this check (`utf-8-sig`). Only
+    the header is read; column names are not values."""
+    try:
+        with path.open(encoding="utf-8-sig", newline="") as file:
+            names = next(csv.reader(file), [])
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: the file is not UTF-8 encoded text") from None
+    except (OSError, csv.Error) as error:
+        raise InputError(f"{path}: cannot read the file ({type(error).__name__})") from None
+    duplicated = [name for name, count in Counter(names).items() if count > 1]
+    if duplicated:
+        raise InputError(
+            f"{path}: duplicate column names in the header: {', '.join(duplicated)} (each "
+            "column needs a distinct name)"
+        )
+    if len(names) == 1:
+        for separator, label in ((";", "`;`"), ("\t", "tab")):
+            if separator in names[0]:
+                raise InputError(
+                    f"{path}: the header looks {label}-separated; dprelease reads "
+                    "comma-separated CSV (export the file with commas, or as Parquet)"
+                )
 
 
 def files_of(dataset: Any) -> list[str]:

@@ -53,6 +53,9 @@ RDP_FILTER = f"Rényi filter over {len(FILTER_ORDERS)} orders, Feldman and Zrnic
 # How the enforcing accountant accounted an entry (shown by `ledger show`).
 VIA_BASIC = "basic"
 VIA_RDP = "rdp"
+# The reported figure's name when PLD's best bound was the whole history in Rényi DP over
+# all orders (zCDP entries, e.g. MST/AIM): it is then no PLD figure and is not called one.
+RDP_ALL_ORDERS = "rdp-all-orders"
 VIA_RDP_GENERIC = "rdp: (epsilon, delta) only"
 
 
@@ -72,7 +75,8 @@ class Composition:
     at the cap's delta (or the pure sum at delta 0). The history fits a cap iff `enforced`
     does. `fixed_in_advance` is the PLD epsilon at the cap's delta, reported only (rdp
     datasets, on request). `methods` says how each entry was accounted, in input order;
-    `notes` explains fallbacks.
+    `notes` explains fallbacks; `fixed_in_advance_by` names the composition that gave the
+    reported figure (`pld`, or `RDP_ALL_ORDERS`).
     """
 
     accountant: str
@@ -81,6 +85,7 @@ class Composition:
     methods: tuple[str, ...]
     notes: tuple[str, ...] = ()
     fixed_in_advance: Spend | None = None
+    fixed_in_advance_by: str = PLD
 
     def fits(self, cap: Spend) -> bool:
         return self.enforced.fits_within(cap)
@@ -119,7 +124,7 @@ def compose_history(
     if name == BASIC or not items:
         return Composition(name, basic, basic, (VIA_BASIC,) * len(items))
     mechanisms = [description_of(item) for item in items]
-    reported, notes = _reported_pld(mechanisms, cap) if report_pld else (None, ())
+    reported, notes, by = _reported_pld(mechanisms, cap) if report_pld else (None, (), PLD)
     generic = sum(isinstance(m, ApproxDP) and m.delta > 0 for m in mechanisms)
     if generic:
         notes = (
@@ -130,14 +135,17 @@ def compose_history(
         )
     enforced = filter_spend(mechanisms, cap.delta)
     methods = tuple(VIA_RDP_GENERIC if isinstance(m, ApproxDP) else VIA_RDP for m in mechanisms)
-    return Composition(name, basic, enforced, methods, notes, reported)
+    return Composition(name, basic, enforced, methods, notes, reported, by)
 
 
-def _reported_pld(mechanisms: list[Mechanism], cap: Spend) -> tuple[Spend | None, tuple[str, ...]]:
+def _reported_pld(
+    mechanisms: list[Mechanism], cap: Spend
+) -> tuple[Spend | None, tuple[str, ...], str]:
     if cap.delta == 0:
-        return None, ()
-    epsilon, _, notes = pld_epsilon(mechanisms, cap.delta)
-    return Spend(epsilon, cap.delta), tuple(f"pld ({FIXED_IN_ADVANCE}): {n}" for n in notes)
+        return None, (), PLD
+    epsilon, methods, notes = pld_epsilon(mechanisms, cap.delta)
+    by = RDP_ALL_ORDERS if all(method == VIA_RDP for method in methods) else PLD
+    return Spend(epsilon, cap.delta), tuple(f"{by} ({FIXED_IN_ADVANCE}): {n}" for n in notes), by
 
 
 def releases_that_fit(

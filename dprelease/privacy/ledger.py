@@ -438,3 +438,10 @@ def resolve_ledger_url(ledger_url: str | None = None) -> str:
         or os.environ.get(LEDGER_URL_ENV)
         or f"sqlite:///{default_home() / 'ledger.sqlite'}"
     )
+
+
+def shown_url(ledger_url: str) -> str:
+    """The ledger's URL as messages and logs show it: without its password."""
+    from sqlalchemy.engine import make_url
+
+    return make_url(ledger_url).render_as_string(hide_password=True)

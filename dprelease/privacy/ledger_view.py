@@ -91,7 +91,12 @@ def summarise(dataset: str, cap: Cap, entries: Sequence[LedgerEntry]) -> dict:
         "by_accountant": by_accountant,
         "reported": {}
         if reported is None
-        else {PLD: {"spent": _pair(reported), "valid_for": FIXED_IN_ADVANCE}},
+        else {
+            composition.fixed_in_advance_by: {
+                "spent": _pair(reported),
+                "valid_for": FIXED_IN_ADVANCE,
+            }
+        },
         "last_release": last_release,
         "notes": notes,
         "entries": [

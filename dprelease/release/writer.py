@@ -113,6 +113,7 @@ def privacy_statement(
     fixed_in_advance: Spend | None = None,
     warning: str | None = None,
     out_of_bounds: str = "clip",
+    fixed_in_advance_by: str = PLD,
 ) -> str:
     """The sentence every release carries (docs/privacy-model.md sections 1 and 7): this release's
     spend, the dataset's total under basic composition and, for the rdp accountant, under the
@@ -128,7 +129,7 @@ def privacy_statement(
         else ""
     )
     reported = (
-        f"; {PLD} composition gives epsilon={fixed_in_advance.epsilon:.6g}, "
+        f"; {fixed_in_advance_by} composition gives epsilon={fixed_in_advance.epsilon:.6g}, "
         f"delta={fixed_in_advance.delta:.6g}, {FIXED_IN_ADVANCE} only (reported, never used "
         "to admit a release)"
         if fixed_in_advance is not None
@@ -252,7 +253,7 @@ def _manifest(bundle: ReleaseBundle) -> dict:
         extra["recorded_accountant"] = cap.accountant
     if reported is not None:
         extra["fixed_in_advance_total"] = {
-            "accountant": PLD,
+            "accountant": composition.fixed_in_advance_by,
             "epsilon": reported.epsilon,
             "delta": reported.delta,
             "valid_for": FIXED_IN_ADVANCE,
@@ -274,6 +275,7 @@ def _manifest(bundle: ReleaseBundle) -> dict:
             reported,
             warning,
             bundle.out_of_bounds,
+            composition.fixed_in_advance_by,
         ),
         "release_spend": {"epsilon": release.epsilon, "delta": release.delta},
         "dataset_total": {"epsilon": total.epsilon, "delta": total.delta},

@@ -252,11 +252,13 @@ def closing_sections(directory: Path, manifest: dict) -> list[str]:
 
 
 def save_figure(directory: Path, name: str, figure: Any) -> None:  # a matplotlib Figure
-    """Write a figure of the report as a PNG into the release directory and close it."""
-    import matplotlib.pyplot as plt
-
+    """Write a figure of the report as a PNG into the release directory; close it when
+    pyplot manages it (a bare `matplotlib.figure.Figure` needs no closing)."""
     figure.savefig(directory / name, dpi=100)
-    plt.close(figure)
+    if figure.canvas.manager is not None:
+        import matplotlib.pyplot as plt
+
+        plt.close(figure)
 
 
 def write_markdown(directory: Path, lines: list[str]) -> None:

@@ -1,0 +1,96 @@
+"""What a curator reads (issue 19 item 16): a readable weights figure on flat weights, full
+release ids in piped `ledger show`, accountant labels that agree after a zCDP (MST) release,
+and help texts listing only the exit codes that apply."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from typer.testing import CliRunner
+
+from dprelease.cli.app import app
+from dprelease.encoding import Encoder
+from dprelease.generators import make_generator
+from dprelease.privacy.accounting import Cap
+from dprelease.privacy.ledger import Ledger
+from dprelease.release.report.figures import weights_figure
+from dprelease.schema import load_schema
+
+SCHEMA = load_schema(Path(__file__).parent.parent / "data" / "census.yaml")
+RELEASE_ID = "20261123T120000Z-0123456789abcdef0123456789abcdef"  # longer than rich's share
+
+
+@pytest.mark.parametrize("k_hat", ["-inf", -0.49, 1.19, None])
+def test_the_weights_figure_of_flat_weights_is_readable(k_hat):
+    n = 2000
+    figure = weights_figure(
+        np.ones(n), np.zeros(n), np.zeros(n), {"k_hat": k_hat, "threshold": 0.7, "tail_length": 50}
+    )
+    canvas = FigureCanvasAgg(figure)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    inside = figure.bbox.padded(1)
+    for axis in figure.axes:
+        for scale in (axis.xaxis, axis.yaxis):
+            assert scale.get_offset_text().get_text() == ""  # no "1e-12+1"
+            low, high = sorted(scale.get_view_interval())
+            coordinate = 0 if scale is axis.xaxis else 1
+            drawn = [
+                label
+                for label in scale.get_ticklabels()  # also holds ticks outside the view
+                if low - 1e-9 <= label.get_position()[coordinate] <= high + 1e-9
+            ]
+            for label in [*drawn, scale.label]:
+                if label.get_visible() and label.get_text():
+                    box = label.get_window_extent(renderer)
+                    assert inside.contains(box.x0, box.y0) and inside.contains(box.x1, box.y1)
+    k_hat_axis = figure.axes[-1]
+    for artist in [*k_hat_axis.lines, *k_hat_axis.texts]:  # the marker and its label
+        box = artist.get_window_extent(renderer)
+        if artist in k_hat_axis.lines and artist.get_marker() == "D":
+            assert k_hat_axis.bbox.contains(box.x0, box.y0) and k_hat_axis.bbox.contains(
+                box.x1, box.y1
+            )
+        assert inside.contains(box.x0, box.y0) and inside.contains(box.x1, box.y1)
+
+
+@pytest.fixture
+def mst_ledger(tmp_path) -> str:
+    url = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    planned = make_generator("mst", Encoder(SCHEMA), 1.0, 1e-6).planned_spends()
+    with Ledger(url) as ledger:
+        ledger.reserve("census", Cap(12.0, 1e-5, "pld"), RELEASE_ID, planned)
+    return url
+
+
+def test_ledger_show_piped_keeps_whole_release_ids(mst_ledger):
+    result = CliRunner().invoke(app, ["ledger", "show", "census", "--ledger", mst_ledger])
+    assert result.exit_code == 0, result.output
+    table_rows = [line for line in result.output.splitlines() if "zcdp" in line]
+    assert table_rows and all(RELEASE_ID in line for line in table_rows)
+
+
+def test_labels_agree_with_the_enforcing_accountant_after_an_mst_release(mst_ledger):
+    with Ledger(mst_ledger) as ledger:
+        summary = ledger.summary("census")
+    assert summary["accountant"] == "rdp"
+    assert {entry["accounted_as"] for entry in summary["entries"]} == {"rdp"}
+    # the reported figure composed the whole history in Rényi DP: it is not called PLD
+    assert set(summary["reported"]) == {"rdp-all-orders"}
+    shown = CliRunner().invoke(app, ["ledger", "show", "census", "--ledger", mst_ledger]).output
+    assert "pld:" not in shown
+
+
+def test_help_lists_only_the_exit_codes_that_apply():
+    runner = CliRunner()
+    assert "4 PSIS" in runner.invoke(app, ["release", "--help"], terminal_width=200).output
+    for command in (
+        ["infer", "--help"],
+        ["infer", "abcdp", "--help"],
+        ["ledger", "show", "--help"],
+    ):
+        output = runner.invoke(app, command, terminal_width=200).output
+        assert "Exit codes" in output and "4 PSIS" not in output, command
