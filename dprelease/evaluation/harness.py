@@ -60,7 +60,7 @@ DEFAULT_WEIGHT_METHODS = (
 class EvaluationGrid:
     """What to evaluate; all of it public configuration."""
 
-    generators: tuple[str, ...] = ("marginals",)
+    generators: tuple[str, ...] = ("pgm", "marginals")
     weights: tuple[str, ...] = DEFAULT_WEIGHT_METHODS
     epsilons: tuple[float, ...] = (1.0, 6.0)
     seeds: int = 10

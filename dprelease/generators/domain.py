@@ -8,7 +8,8 @@ categories from the data: the edges depend only on the schema and `bins`.
 
 `cell_index` maps each encoded row to its cell of a column (each row lies in exactly one cell
 of each column, which is what the histogram sensitivities count); `write_cells` maps cells
-back to encoded values (a numeric bin draws a value uniform in the bin). `marginal_tvd` is an
+back to encoded values (a continuous bin draws a value uniform in the bin, an integer bin an
+integer uniform among the integers of the bin, so decoding never leaves the cell). `marginal_tvd` is an
 evaluation metric for tests and benchmarks only; it reads the real table without privacy, so
 its output never goes into a release (docs/privacy-model.md section 8).
 """
@@ -85,12 +86,35 @@ def write_cells(
     in_bin = np.minimum(chosen, n_bins - 1)
     if cells.points is not None:
         values = cells.points[in_bin]
+    elif isinstance(column.spec, IntegerColumn):
+        values = _integers_in_cells(cells, in_bin, rng)
     else:
         low, high = cells.edges[in_bin], cells.edges[in_bin + 1]
         values = low + rng.random(n) * (high - low)
     out[:, column.value_index] = np.where(missing, 0.0, values)
     if column.missing_index is not None:
         out[:, column.missing_index] = missing
+
+
+def _integers_in_cells(
+    cells: ColumnCells, in_bin: np.ndarray, rng: np.random.Generator
+) -> np.ndarray:
+    """Scaled values of integers drawn uniformly among the integers of each chosen bin.
+
+    Bin i holds the scaled values v with edges[i] <= v < edges[i + 1] (the last bin also
+    v = 1), i.e. the integers k = lo + round(v * span) with that property: decoding (which
+    rounds v * span) then lands in the same bin, never on an integer of a neighbouring bin.
+    Equal-width bins over a span of at least `bins` integers hold at least one integer each.
+    """
+    spec = cells.column.spec
+    span = spec.max - spec.min
+    first = np.ceil(cells.edges[:-1] * span - 1e-9)
+    last = np.ceil(cells.edges[1:] * span - 1e-9) - 1
+    last[-1] = span
+    last = np.maximum(last, first)
+    low, high = first[in_bin], last[in_bin]
+    offsets = low + np.floor(rng.random(len(in_bin)) * (high - low + 1))
+    return np.minimum(offsets, high) / span
 
 
 def normalise(weights: np.ndarray) -> np.ndarray:
