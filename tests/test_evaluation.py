@@ -165,7 +165,7 @@ def test_evaluate_cli_writes_labelled_outputs(prefect_server, tmp_path):
     assert len(frame) == 2 * 2 and set(frame["weights"]) == {"none", "beta_debiased"}
     summary = (out / "summary.md").read_text()
     assert "not for publication" in summary and "**" in summary
-    assert "## marginals, epsilon = 2" in summary
+    assert "## pgm, epsilon = 2" in summary
     assert (out / "figure1_toy.png").exists() and (out / "box_wst.png").exists()
     assert not (tmp_path / "releases").exists()
 

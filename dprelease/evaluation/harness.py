@@ -36,6 +36,7 @@ from dprelease.release.pipeline import run_guarded
 from dprelease.release.synthetic import SYNTHETIC_PIPELINE, diagnose
 from dprelease.release.synthetic_plan import (
     BUDGET_FREE_WEIGHTS,
+    DEFAULT_GENERATOR,
     DEFAULT_WEIGHTS_FRACTION,
     plan_release,
 )
@@ -60,7 +61,7 @@ DEFAULT_WEIGHT_METHODS = (
 class EvaluationGrid:
     """What to evaluate; all of it public configuration."""
 
-    generators: tuple[str, ...] = ("pgm", "marginals")
+    generators: tuple[str, ...] = (DEFAULT_GENERATOR,)
     weights: tuple[str, ...] = DEFAULT_WEIGHT_METHODS
     epsilons: tuple[float, ...] = (1.0, 6.0)
     seeds: int = 10
