@@ -9,9 +9,9 @@ categories from the data: the edges depend only on the schema and `bins`.
 `cell_index` maps each encoded row to its cell of a column (each row lies in exactly one cell
 of each column, which is what the histogram sensitivities count); `write_cells` maps cells
 back to encoded values (a continuous bin draws a value uniform in the bin, an integer bin an
-integer uniform among the integers of the bin, so decoding never leaves the cell). `marginal_tvd` is an
-evaluation metric for tests and benchmarks only; it reads the real table without privacy, so
-its output never goes into a release (docs/privacy-model.md section 8).
+integer uniform among the integers of the bin, so decoding never leaves the cell).
+`marginal_tvd` is an evaluation metric for tests and benchmarks only; it reads the real table
+without privacy, so its output never goes into a release (docs/privacy-model.md section 8).
 """
 
 from __future__ import annotations
