@@ -16,7 +16,8 @@ used to choose defaults) or CONFIRMATION (never tuned on):
 | cps1988 (AER CPS1988) | 28,155 | confirmation | log wage (linear) |
 
 For each table and seed s = 0..S-1: the seeded 80/20 split (`harness.split`); every method
-releases N_G = 20,000 synthetic rows from the train part at epsilon = 1, delta = 1e-6; the
+releases N_G = 20,000 synthetic rows from the train part at epsilon = 1, delta = 1e-6
+(`--epsilon`, `--delta`); the
 metrics compare them with the held-out test part (evaluation only: the metrics read real rows
 without privacy and never enter a release).
 
@@ -46,7 +47,7 @@ Metrics (dprelease/evaluation/metrics.py), with the release's weights (unit weig
   load, fit, sample, weights, diagnostics; peers: fit and sampling); peak: the worker
   process's peak resident memory in MB (imports and the table included).
 Printed: per table and method, mean and standard error over the seeds; results JSON in
-benchmarks/out/fidelity.json.
+benchmarks/out/fidelity-e<epsilon>.json.
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ from dprelease.evaluation.harness import release_once, task_for
 from dprelease.evaluation.metrics import beta_mse, mean_marginal_tvd, tstr
 
 ROOT = Path(__file__).parent.parent
-EPSILON, DELTA, N_SYNTHETIC = 1.0, 1e-6, 20_000
+N_SYNTHETIC = 20_000
 PEERS = ("opendp-mst", "opendp-aim", "dpmm-mst", "dpmm-aim")
 METRICS = ("tvd1", "tvd2", "tvd3", "bmse_w", "bmse_u", "tstr", "cpu", "peak_mb")
 SINGLE_THREAD = {k: "1" for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
@@ -88,7 +89,7 @@ def release(args: argparse.Namespace) -> None:
     elif method.startswith("dprelease"):
         generator, _, weights_method = method.partition(":")[2].partition("+")
         config = SyntheticConfig(
-            epsilon=EPSILON, delta=DELTA, generator=generator or None,
+            epsilon=args.epsilon, delta=args.delta, generator=generator or None,
             weights=weights_method or None, n_synthetic=N_SYNTHETIC, seed=args.seed,
         )  # fmt: skip
         started = time.process_time()
@@ -100,7 +101,7 @@ def release(args: argparse.Namespace) -> None:
     else:
         library, algorithm = method.split("-")
         train = encoder.encode(table.train)
-        common = (algorithm, encoder, train, EPSILON, DELTA, N_SYNTHETIC, args.seed)
+        common = (algorithm, encoder, train, args.epsilon, args.delta, N_SYNTHETIC, args.seed)
         if library == "opendp":
             synthetic, cpu = fidelity_peers.opendp(*common)
         else:
@@ -132,9 +133,11 @@ def result_path(args: argparse.Namespace, table: str, method: str, seed: int) ->
     """Peers: the persistent cache keyed by their settings; dprelease: this run's outputs."""
     if method in PEERS:
         p = fidelity_peers
-        key = f"{method}-e{EPSILON:g}-d{DELTA:g}-n{N_SYNTHETIC}-b{p.BINS}-i{p.ITERS}-r{p.ROUNDS}"
+        key = f"{method}-e{args.epsilon:g}-d{args.delta:g}-n{N_SYNTHETIC}-b{p.BINS}-i{p.ITERS}"
+        key += f"-r{p.ROUNDS}"
         return args.cache / "peers" / table / key / f"seed{seed}.npz"
-    return ROOT / "benchmarks" / "out" / "runs" / table / method / f"seed{seed}.npz"
+    runs = ROOT / "benchmarks" / "out" / "runs" / f"e{args.epsilon:g}-d{args.delta:g}"
+    return runs / table / method / f"seed{seed}.npz"
 
 
 def run_one(args: argparse.Namespace, table: str, method: str, seed: int) -> dict | None:
@@ -150,6 +153,7 @@ def run_one(args: argparse.Namespace, table: str, method: str, seed: int) -> dic
         path.parent.mkdir(parents=True, exist_ok=True)
         command = ["nice", "-n", "10", sys.executable, __file__, "--worker", "--table", table,
                    "--method", method, "--seed", str(seed), "--out", str(path),
+                   "--epsilon", str(args.epsilon), "--delta", str(args.delta),
                    "--cache", str(args.cache), "--dpmm-python", str(args.dpmm_python),
                    "--data-python", str(args.data_python)]  # fmt: skip
         env = os.environ | SINGLE_THREAD | {"PYTHONPATH": str(ROOT)}
@@ -194,12 +198,14 @@ def print_table(results: dict) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tables", nargs="+", default=list(fidelity_tables.SOURCES),
+    parser.add_argument("--tables", nargs="+", default=list(fidelity_tables.STUDY),
                         choices=list(fidelity_tables.SOURCES))  # fmt: skip
     parser.add_argument("--methods", nargs="*", default=["real-train", "dprelease", *PEERS])
     parser.add_argument("--generator", nargs="*", default=[],
                         help="also run `dprelease:<generator>[+<weights>]` for each")  # fmt: skip
     parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--epsilon", type=float, default=1.0)
+    parser.add_argument("--delta", type=float, default=1e-6)
     parser.add_argument("--reuse", action="store_true", help="reuse cached dprelease runs")
     parser.add_argument("--cached-only", action="store_true", help="report cached runs only")
     parser.add_argument("--timeout", type=float, default=1800.0)
@@ -225,7 +231,7 @@ def main() -> None:
                 row = run_one(args, table, method, seed)
                 if row is not None:
                     results[table][method].append(row | {"seed": seed})
-    out = ROOT / "benchmarks" / "out" / "fidelity.json"
+    out = ROOT / "benchmarks" / "out" / f"fidelity-e{args.epsilon:g}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=1))
     print_table(results)
