@@ -137,7 +137,13 @@ def result_path(args: argparse.Namespace, table: str, method: str, seed: int) ->
         key += f"-r{p.ROUNDS}"
         return args.cache / "peers" / table / key / f"seed{seed}.npz"
     runs = ROOT / "benchmarks" / "out" / "runs" / f"e{args.epsilon:g}-d{args.delta:g}"
-    return runs / table / method / f"seed{seed}.npz"
+    return runs / table / label(args, method) / f"seed{seed}.npz"
+
+
+def label(args: argparse.Namespace, method: str) -> str:
+    """The method's name in the results: dprelease's marked `@<tag>` when `--tag` is given
+    (to tell apart runs of different code, e.g. another branch's checkout)."""
+    return f"{method}@{args.tag}" if args.tag and method.startswith("dprelease") else method
 
 
 def run_one(args: argparse.Namespace, table: str, method: str, seed: int) -> dict | None:
@@ -165,7 +171,7 @@ def run_one(args: argparse.Namespace, table: str, method: str, seed: int) -> dic
     data = fidelity_tables.load(table, seed, args.cache, args.data_python)
     row = score(data, dict(np.load(path)), seed)
     metrics_path.write_text(json.dumps(row))
-    print(f"# {table} {method} seed {seed}: " + ", ".join(f"{k}={v:.4g}" for k, v in
+    print(f"# {table} {label(args, method)} seed {seed}: " + ", ".join(f"{k}={v:.4g}" for k, v in
                                                           row.items()), flush=True)  # fmt: skip
     return row
 
@@ -207,6 +213,7 @@ def main() -> None:
     parser.add_argument("--epsilon", type=float, default=1.0)
     parser.add_argument("--delta", type=float, default=1e-6)
     parser.add_argument("--reuse", action="store_true", help="reuse cached dprelease runs")
+    parser.add_argument("--tag", help="mark dprelease's rows as `dprelease@<tag>`")
     parser.add_argument("--cached-only", action="store_true", help="report cached runs only")
     parser.add_argument("--timeout", type=float, default=1800.0)
     scratch = Path("/work/scratch/fidelity")
@@ -224,13 +231,13 @@ def main() -> None:
         release(args)
         return
     methods = args.methods + [f"dprelease:{g}" for g in args.generator]
-    results: dict = {t: {m: [] for m in methods} for t in args.tables}
+    results: dict = {t: {label(args, m): [] for m in methods} for t in args.tables}
     for seed in range(args.seeds):  # seeds outermost: a cut-short run covers every table
         for table in args.tables:
             for method in methods:
                 row = run_one(args, table, method, seed)
                 if row is not None:
-                    results[table][method].append(row | {"seed": seed})
+                    results[table][label(args, method)].append(row | {"seed": seed})
     out = ROOT / "benchmarks" / "out" / f"fidelity-e{args.epsilon:g}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=1))
