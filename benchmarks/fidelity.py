@@ -45,7 +45,7 @@ Metrics (dprelease/evaluation/metrics.py), with the release's weights (unit weig
   on the synthetic rows and scored on the test rows: ROC-AUC (categorical target) or R^2;
 - CPU: seconds of CPU (`time.process_time`, all threads) of the release (dprelease: plan,
   load, fit, sample, weights, diagnostics; peers: fit and sampling); peak: the worker
-  process's peak resident memory in MB (imports and the table included).
+  process's peak resident memory in MB (`VmHWM`; imports and the table included).
 Printed: per table and method, mean and standard error over the seeds; results JSON in
 benchmarks/out/fidelity-e<epsilon>.json.
 """
@@ -55,7 +55,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -108,7 +107,7 @@ def release(args: argparse.Namespace) -> None:
             synthetic, cpu, peak = fidelity_peers.dpmm(*common, python=args.dpmm_python)
         weights = None
     if peak is None:
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        peak = fidelity_peers.peak_mb()
     weights = np.ones(len(synthetic)) if weights is None else weights
     np.savez_compressed(args.out, synthetic=synthetic, weights=weights, cpu=cpu, peak_mb=peak)
 

@@ -41,6 +41,14 @@ ROUNDS = 40
 MAX_PASSES = 50
 
 
+def peak_mb() -> float:
+    """This process's peak resident memory in MB: Linux's `VmHWM`, which starts afresh at
+    exec (`ru_maxrss` would carry over the parent's peak through fork and exec)."""
+    status = Path("/proc/self/status").read_text()
+    line = next(line for line in status.splitlines() if line.startswith("VmHWM:"))
+    return float(line.split()[1]) / 1024
+
+
 def column_cells(encoder: Encoder) -> list[ColumnCells]:
     return [public_cells(column, BINS) for column in encoder.columns]
 
