@@ -14,6 +14,7 @@ numpy, pandas and OpenDP versions that differ from the project's.
 
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -39,7 +40,7 @@ def main(source: str, target: str) -> None:
     pipeline.fit(frame, domain=domain, random_state=int(given["seed"]))
     synthetic = pipeline.generate(n_records=int(given["n"]), random_state=int(given["seed"]))
     cpu = time.process_time() - started
-    status = open("/proc/self/status").read().splitlines()  # VmHWM: not inherited at exec
+    status = Path("/proc/self/status").read_text().splitlines()  # VmHWM: not kept over exec
     peak_mb = float(next(x for x in status if x.startswith("VmHWM:")).split()[1]) / 1024
     np.savez(target, cells=synthetic[names].to_numpy(np.int64), cpu=cpu, peak_mb=peak_mb)
 
