@@ -126,9 +126,17 @@ def normalise(weights: np.ndarray) -> np.ndarray:
 
 
 def marginal_tvd(
-    encoder: Encoder, real: np.ndarray, synthetic: np.ndarray, *, order: int = 1, bins: int = 16
+    encoder: Encoder,
+    real: np.ndarray,
+    synthetic: np.ndarray,
+    *,
+    order: int = 1,
+    bins: int = 16,
+    weights: np.ndarray | None = None,
+    groups: list[tuple[int, ...]] | None = None,
 ) -> dict[tuple[str, ...], float]:
-    """Total variation distance of every `order`-way marginal over the public cells.
+    """Total variation distance of every `order`-way marginal over the public cells (or of
+    the column-index `groups` given), the synthetic rows weighted by `weights` (default 1).
 
     TVD = 1/2 sum_cells |p_real - p_synthetic|. Evaluation only (tests, benchmarks).
     """
@@ -136,14 +144,17 @@ def marginal_tvd(
     real_cells = [cell_index(c, real) for c in cells]
     synthetic_cells = [cell_index(c, synthetic) for c in cells]
     out = {}
-    for group in combinations(range(len(cells)), order):
+    for group in groups if groups is not None else combinations(range(len(cells)), order):
         shape = tuple(cells[i].size for i in group)
-        p = _joint_shares([real_cells[i] for i in group], shape)
-        q = _joint_shares([synthetic_cells[i] for i in group], shape)
+        p = _joint_shares([real_cells[i] for i in group], shape, None)
+        q = _joint_shares([synthetic_cells[i] for i in group], shape, weights)
         out[tuple(cells[i].column.name for i in group)] = 0.5 * float(np.abs(p - q).sum())
     return out
 
 
-def _joint_shares(indices: list[np.ndarray], shape: tuple[int, ...]) -> np.ndarray:
+def _joint_shares(
+    indices: list[np.ndarray], shape: tuple[int, ...], weights: np.ndarray | None
+) -> np.ndarray:
     flat = np.ravel_multi_index(tuple(indices), shape)
-    return np.bincount(flat, minlength=int(np.prod(shape))) / len(flat)
+    counts = np.bincount(flat, weights=weights, minlength=int(np.prod(shape)))
+    return counts / counts.sum()

@@ -23,8 +23,8 @@ values actually used):
 Budget split: a private weight method gets the fraction F of the release's epsilon and
 delta and the generator the rest; `none` and `discriminator` weights leave the whole budget to
 the generator. `DEFAULT_WEIGHTS_FRACTION` = 0.2 is chosen from the evidence of
-benchmarks/utility.py on three public tables (README, "Choosing a generator and weights"),
-where marginals + calibration at F = 0.2 beat the unweighted rows and OpenDP's AIM on the
+the former benchmarks/utility.py on three public tables (README, "Choosing a generator and
+weights"), where marginals + calibration at F = 0.2 beat the unweighted rows and OpenDP's AIM on the
 target model's coefficients. (The paper's beta_debiased weights did best at F = 0.1 in
 benchmarks/weights_fraction.py; pass --weights-fraction when choosing them.)
 """
