@@ -167,3 +167,22 @@ def match_one_way(
         joint[node.column] = np.einsum("yp,ypx->yx", parent_joint, table)
         matched.append(replace(node, table=table))
     return matched
+
+
+def project_to_simplex(noisy: np.ndarray, total: float) -> np.ndarray:
+    """The nearest (L2) non-negative vector summing to `total`: max(noisy - tau, 0) (Duchi
+    et al. 2008). Unlike clipping negative counts, it does not move mass onto the empty cells
+    the noise lifted above zero."""
+    flat = np.sort(noisy.ravel())[::-1]
+    cumulative = np.cumsum(flat) - total
+    ranks = np.arange(1, flat.size + 1)
+    kept = np.nonzero(flat - cumulative / ranks > 0)[0]
+    tau = cumulative[kept[-1]] / (kept[-1] + 1) if kept.size else flat[0] - total
+    return np.clip(noisy - tau, 0.0, None)
+
+
+def denoised_shares(noisy: np.ndarray, total: float) -> np.ndarray:
+    """A column's one-way shares from its noisy histogram: projected onto the simplex of the
+    noisy total (post-processing)."""
+    shares = project_to_simplex(noisy, max(total, 1.0))
+    return shares / shares.sum() if shares.sum() > 0 else np.full(shares.size, 1.0 / shares.size)
