@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
-EVAL_GENERATORS ?= marginals,privbayes
+EVAL_GENERATORS ?= pgm,marginals,privbayes
 
 .PHONY: install demo evaluate test bench clean server
 

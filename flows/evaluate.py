@@ -70,7 +70,7 @@ def evaluation_flow(
 ) -> str:
     """Run the grid and write the evaluation; return its directory."""
     grid = EvaluationGrid(
-        generators=tuple(generators or ("marginals",)),
+        generators=tuple(generators or EvaluationGrid.generators),
         weights=tuple(weights or DEFAULT_WEIGHT_METHODS),
         epsilons=tuple(epsilons or (1.0, 6.0)),
         seeds=seeds,

@@ -82,7 +82,7 @@ def test_default_delta_is_the_cap_share_of_the_release():
     )
     config = resolve_defaults(pure, SyntheticConfig(epsilon=1.0))
     # the defaults need no delta: the calibration weights fall back to Laplace noise
-    assert (config.delta, config.generator, config.weights) == (0.0, "marginals", "calibration")
+    assert (config.delta, config.generator, config.weights) == (0.0, "pgm", "calibration")
 
 
 def test_drop_judges_each_row_on_its_own_values(tmp_path):
@@ -260,7 +260,8 @@ def test_a_delta_above_the_caps_is_refused_and_a_large_cap_delta_warned(table, t
     url = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
     config = SyntheticConfig(epsilon=1.0, delta=0.5)
     plan = plan_release(load_schema(write_schema(tmp_path)), config)
-    with pytest.raises(BudgetExceededError, match="delta=0.1 exceeds the cap's delta=1e-05"):
+    refused = r"release's delta=0\.5 exceeds the cap's delta=1e-05"
+    with pytest.raises(BudgetExceededError, match=refused):
         check_before_run(url, plan, table, config, tmp_path / "releases")
     assert BudgetExceededError.exit_code == 3
     loose = load_schema(write_schema(tmp_path, cap_delta=1e-3))  # max_rows 2000: 1/2000 < 1e-3

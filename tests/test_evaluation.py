@@ -14,10 +14,17 @@ from dprelease.encoding import Encoder
 from dprelease.errors import InputError
 from dprelease.evaluation import harness
 from dprelease.evaluation.harness import EvaluationGrid, evaluate_cell, split
-from dprelease.evaluation.metrics import Task, beta_mse, downstream, wasserstein
+from dprelease.evaluation.metrics import (
+    Task,
+    beta_mse,
+    downstream,
+    mean_marginal_tvd,
+    tstr,
+    wasserstein,
+)
 from dprelease.evaluation.outputs import check_output_directory
 from dprelease.io.stream import load_validated
-from dprelease.schema import load_schema
+from dprelease.schema import Schema, load_schema
 
 ROOT = Path(__file__).parent.parent
 RNG = np.random.default_rng(0)
@@ -58,6 +65,49 @@ def test_beta_mse_hand_computed_and_weights():
     mixed = np.vstack([real, np.column_stack([x, 1 + 2 * x])])
     weights = np.r_[np.ones(50), np.zeros(50)]
     assert beta_mse(mixed, weights, real, task) == pytest.approx(0.0, abs=1e-20)
+
+
+def test_standardized_beta_mse_is_in_real_standard_deviations():
+    x = np.linspace(0, 1, 50)
+    task = Task("regression", slice(1, 2))
+    real = np.column_stack([x, 3 * x])
+    # Rescaling the feature by 10 on both sides leaves the standardized coefficients alone.
+    scaled = np.column_stack([10 * x, 3 * x])
+    assert beta_mse(real, np.ones(50), real, task, standardize=True) == pytest.approx(0.0)
+    assert beta_mse(scaled, np.ones(50), scaled, task, standardize=True) == pytest.approx(0.0)
+    # Half the real slope through the same mean (x = 0.5, y = 1.5): standardized slopes
+    # 0.5 vs 1, intercepts both 0, so the MSE is 0.5^2 / 2.
+    half = np.column_stack([x, 0.75 + 1.5 * x])
+    assert beta_mse(half, np.ones(50), real, task, standardize=True) == pytest.approx(0.125)
+
+
+def test_mean_marginal_tvd_hand_computed_and_weights():
+    schema = {"dataset": "t", "budget": {"epsilon": 1, "delta": 0}, "columns": {
+        "a": {"type": "categorical", "categories": ["x", "y"]},
+        "b": {"type": "continuous", "min": 0, "max": 10},
+    }}  # fmt: skip
+    encoder = Encoder(Schema.model_validate(schema))
+    real = encoder.encode(pd.DataFrame({"a": ["x", "y"], "b": [0.5, 9.5]}))
+    # b lands in the wrong bin for the second row: 1-way TVD of a is 0, of b is 1/2.
+    synthetic = encoder.encode(pd.DataFrame({"a": ["x", "y"], "b": [0.5, 5.5]}))
+    ones = np.ones(2)
+    assert mean_marginal_tvd(encoder, real, synthetic, ones, order=1) == pytest.approx(0.25)
+    assert mean_marginal_tvd(encoder, real, synthetic, ones, order=2) == pytest.approx(0.5)
+    # Weight 0 on the wrong row: only (x, bin 0) is left, half the real mass misses.
+    weights = np.array([1.0, 0.0])
+    assert mean_marginal_tvd(encoder, real, synthetic, weights, order=2) == pytest.approx(0.5)
+    assert mean_marginal_tvd(encoder, real, real, ones, order=2) == pytest.approx(0.0)
+
+
+def test_tstr_learns_a_signal_and_fails_on_noise():
+    rng = np.random.default_rng(0)
+    x = rng.random((400, 1))
+    task = Task("classification", slice(1, 3))
+    label = (x[:, 0] > 0.5).astype(int)
+    rows = np.column_stack([x, 1 - label, label])
+    shuffled = np.column_stack([x, rows[rng.permutation(400), 1:]])
+    assert tstr(rows[:200], np.ones(200), rows[200:], task, seed=0) > 0.95
+    assert tstr(shuffled[:200], np.ones(200), rows[200:], task, seed=0) < 0.75
 
 
 def test_weights_of_one_reproduce_the_unweighted_metrics():
@@ -165,7 +215,7 @@ def test_evaluate_cli_writes_labelled_outputs(prefect_server, tmp_path):
     assert len(frame) == 2 * 2 and set(frame["weights"]) == {"none", "beta_debiased"}
     summary = (out / "summary.md").read_text()
     assert "not for publication" in summary and "**" in summary
-    assert "## marginals, epsilon = 2" in summary
+    assert "## pgm, epsilon = 2" in summary
     assert (out / "figure1_toy.png").exists() and (out / "box_wst.png").exists()
     assert not (tmp_path / "releases").exists()
 

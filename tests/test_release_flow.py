@@ -113,12 +113,12 @@ def test_release_end_to_end(prefect_server, census_csv, tmp_path):
     assert set(manifest["files"]) == {p.name for p in release_dir.iterdir()} - {"manifest.json"}
     assert manifest["release_spend"]["epsilon"] <= 1.0 + 1e-12
     assert manifest["configuration"]["weights"]["method"] == "calibration"
-    assert manifest["configuration"]["generator"]["generator"] == "marginals"
+    assert manifest["configuration"]["generator"]["generator"] == "pgm"
     assert "this release spent epsilon=" in manifest["privacy_statement"]
     assert manifest["diagnostics"]["verdict"] in {"good", "ok", "unreliable"}
 
     ledger = pq.read_table(release_dir / "ledger.parquet").to_pandas()
-    assert set(ledger["mechanism"]) == {"laplace-histograms", "weights:calibration"}
+    assert set(ledger["mechanism"]) == {"zcdp-gaussian-marginals", "weights:calibration"}
     assert (ledger["status"] == "spent").all()
     assert (ledger["release_id"] == release_dir.name).all()
 

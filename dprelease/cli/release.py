@@ -49,9 +49,9 @@ def release(
         typer.Option(
             "--generator",
             help=f"Synthetic-data generator: {', '.join(GENERATORS)} (default: "
-            f"{DEFAULT_GENERATOR}). marginals with calibration, logistic or no weights "
-            "streams the input in chunks (bounded memory); the other generators and weights "
-            "load the whole table into memory.",
+            f"{DEFAULT_GENERATOR}). pgm and marginals with calibration, logistic or no "
+            "weights stream the input in chunks (bounded memory); the other generators and "
+            "weights load the whole table into memory.",
             show_default=False,
         ),
     ] = None,

@@ -26,7 +26,7 @@ import pandas as pd
 
 from dprelease import weights as weight_methods
 from dprelease.config import SyntheticConfig
-from dprelease.diagnostics import normalised_weights
+from dprelease.diagnostics import PsisResult, normalised_weights
 from dprelease.encoding import Encoder
 from dprelease.evaluation.metrics import Task, beta_mse, downstream, wasserstein
 from dprelease.evaluation.timing import StepTimer
@@ -36,6 +36,7 @@ from dprelease.release.pipeline import run_guarded
 from dprelease.release.synthetic import SYNTHETIC_PIPELINE, diagnose
 from dprelease.release.synthetic_plan import (
     BUDGET_FREE_WEIGHTS,
+    DEFAULT_GENERATOR,
     DEFAULT_WEIGHTS_FRACTION,
     plan_release,
 )
@@ -60,7 +61,7 @@ DEFAULT_WEIGHT_METHODS = (
 class EvaluationGrid:
     """What to evaluate; all of it public configuration."""
 
-    generators: tuple[str, ...] = ("marginals",)
+    generators: tuple[str, ...] = (DEFAULT_GENERATOR,)
     weights: tuple[str, ...] = DEFAULT_WEIGHT_METHODS
     epsilons: tuple[float, ...] = (1.0, 6.0)
     seeds: int = 10
@@ -102,6 +103,27 @@ def task_for(schema: Schema, encoder: Encoder) -> Task:
     return Task(kind, slice(column.start, column.stop))
 
 
+def release_once(
+    train: pd.DataFrame,
+    schema: Schema,
+    config: SyntheticConfig,
+    *,
+    ledger_url: str,
+    step: StepTimer | None = None,
+) -> tuple[np.ndarray, np.ndarray, PsisResult]:
+    """One synthetic release of `train` through the product's pipeline (`run_guarded`, the
+    ledger at `ledger_url`): the encoded synthetic rows, their normalised weights as a
+    release diagnoses and smooths them (with a certified bound, if any), and the
+    diagnostics."""
+    plan = plan_release(schema, config, evaluation=True)
+    outcome, _ = run_guarded(
+        SYNTHETIC_PIPELINE, plan, train, ledger_url=ledger_url, noise=NoiseSource(),
+        step=step or StepTimer(),
+    )  # fmt: skip
+    diagnostics = diagnose(plan, outcome.estimate)
+    return outcome.synthetic, normalised_weights(diagnostics.log_weights), diagnostics
+
+
 def evaluate_cell(
     train: pd.DataFrame,
     test: np.ndarray,
@@ -129,16 +151,10 @@ def evaluate_cell(
                 weights_fraction=None if free else grid.weights_fraction,
                 n_synthetic=grid.n_synthetic, seed=seed,
             )  # fmt: skip
-            plan = plan_release(schema, config, evaluation=True)
             timer = StepTimer()
-            outcome, _ = run_guarded(
-                SYNTHETIC_PIPELINE, plan, train, ledger_url=ledger_url, noise=NoiseSource(),
-                step=timer,
-            )  # fmt: skip
-            # as a release diagnoses and smooths them (with a certified bound, if any)
-            diagnostics = diagnose(plan, outcome.estimate)
-            weights = normalised_weights(diagnostics.log_weights)
-            synthetic = outcome.synthetic
+            synthetic, weights, diagnostics = release_once(
+                train, schema, config, ledger_url=ledger_url, step=timer
+            )
             started = time.perf_counter()
             rng = np.random.default_rng(seed)
             rows.append(

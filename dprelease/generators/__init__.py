@@ -9,12 +9,14 @@ from dprelease.generators.cgan import DPCGAN
 from dprelease.generators.gan import DPGAN
 from dprelease.generators.marginals import IndependentMarginals
 from dprelease.generators.mbi import AIM, MST
+from dprelease.generators.pgm import PrivateGraphicalModel
 from dprelease.generators.privbayes import PrivBayes
 
 # gan.py imports torch and mbi.py opendp/polars only inside methods: importing this package
 # stays light.
 GENERATORS: dict[str, type[Generator]] = {
-    cls.name: cls for cls in (IndependentMarginals, DPGAN, DPCGAN, PrivBayes, MST, AIM)
+    cls.name: cls
+    for cls in (PrivateGraphicalModel, IndependentMarginals, DPGAN, DPCGAN, PrivBayes, MST, AIM)
 }
 
 

@@ -8,9 +8,10 @@ categories from the data: the edges depend only on the schema and `bins`.
 
 `cell_index` maps each encoded row to its cell of a column (each row lies in exactly one cell
 of each column, which is what the histogram sensitivities count); `write_cells` maps cells
-back to encoded values (a numeric bin draws a value uniform in the bin). `marginal_tvd` is an
-evaluation metric for tests and benchmarks only; it reads the real table without privacy, so
-its output never goes into a release (docs/privacy-model.md section 8).
+back to encoded values (a continuous bin draws a value uniform in the bin, an integer bin an
+integer uniform among the integers of the bin, so decoding never leaves the cell).
+`marginal_tvd` is an evaluation metric for tests and benchmarks only; it reads the real table
+without privacy, so its output never goes into a release (docs/privacy-model.md section 8).
 """
 
 from __future__ import annotations
@@ -85,12 +86,35 @@ def write_cells(
     in_bin = np.minimum(chosen, n_bins - 1)
     if cells.points is not None:
         values = cells.points[in_bin]
+    elif isinstance(column.spec, IntegerColumn):
+        values = _integers_in_cells(cells, in_bin, rng)
     else:
         low, high = cells.edges[in_bin], cells.edges[in_bin + 1]
         values = low + rng.random(n) * (high - low)
     out[:, column.value_index] = np.where(missing, 0.0, values)
     if column.missing_index is not None:
         out[:, column.missing_index] = missing
+
+
+def _integers_in_cells(
+    cells: ColumnCells, in_bin: np.ndarray, rng: np.random.Generator
+) -> np.ndarray:
+    """Scaled values of integers drawn uniformly among the integers of each chosen bin.
+
+    Bin i holds the scaled values v with edges[i] <= v < edges[i + 1] (the last bin also
+    v = 1), i.e. the integers k = lo + round(v * span) with that property: decoding (which
+    rounds v * span) then lands in the same bin, never on an integer of a neighbouring bin.
+    Equal-width bins over a span of at least `bins` integers hold at least one integer each.
+    """
+    spec = cells.column.spec
+    span = spec.max - spec.min
+    first = np.ceil(cells.edges[:-1] * span - 1e-9)
+    last = np.ceil(cells.edges[1:] * span - 1e-9) - 1
+    last[-1] = span
+    last = np.maximum(last, first)
+    low, high = first[in_bin], last[in_bin]
+    offsets = low + np.floor(rng.random(len(in_bin)) * (high - low + 1))
+    return np.minimum(offsets, high) / span
 
 
 def normalise(weights: np.ndarray) -> np.ndarray:
@@ -102,9 +126,17 @@ def normalise(weights: np.ndarray) -> np.ndarray:
 
 
 def marginal_tvd(
-    encoder: Encoder, real: np.ndarray, synthetic: np.ndarray, *, order: int = 1, bins: int = 16
+    encoder: Encoder,
+    real: np.ndarray,
+    synthetic: np.ndarray,
+    *,
+    order: int = 1,
+    bins: int = 16,
+    weights: np.ndarray | None = None,
+    groups: list[tuple[int, ...]] | None = None,
 ) -> dict[tuple[str, ...], float]:
-    """Total variation distance of every `order`-way marginal over the public cells.
+    """Total variation distance of every `order`-way marginal over the public cells (or of
+    the column-index `groups` given), the synthetic rows weighted by `weights` (default 1).
 
     TVD = 1/2 sum_cells |p_real - p_synthetic|. Evaluation only (tests, benchmarks).
     """
@@ -112,14 +144,17 @@ def marginal_tvd(
     real_cells = [cell_index(c, real) for c in cells]
     synthetic_cells = [cell_index(c, synthetic) for c in cells]
     out = {}
-    for group in combinations(range(len(cells)), order):
+    for group in groups if groups is not None else combinations(range(len(cells)), order):
         shape = tuple(cells[i].size for i in group)
-        p = _joint_shares([real_cells[i] for i in group], shape)
-        q = _joint_shares([synthetic_cells[i] for i in group], shape)
+        p = _joint_shares([real_cells[i] for i in group], shape, None)
+        q = _joint_shares([synthetic_cells[i] for i in group], shape, weights)
         out[tuple(cells[i].column.name for i in group)] = 0.5 * float(np.abs(p - q).sum())
     return out
 
 
-def _joint_shares(indices: list[np.ndarray], shape: tuple[int, ...]) -> np.ndarray:
+def _joint_shares(
+    indices: list[np.ndarray], shape: tuple[int, ...], weights: np.ndarray | None
+) -> np.ndarray:
     flat = np.ravel_multi_index(tuple(indices), shape)
-    return np.bincount(flat, minlength=int(np.prod(shape))) / len(flat)
+    counts = np.bincount(flat, weights=weights, minlength=int(np.prod(shape)))
+    return counts / counts.sum()

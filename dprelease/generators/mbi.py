@@ -64,7 +64,7 @@ from dprelease.progress import stage_progress
 
 DEFAULT_BINS = 16
 # Mirror-descent iterations per model fit (mbi's default is 1000). AIM refits after every
-# round, so this bounds its run time; benchmarks/utility.py ran peers and generators at 150.
+# round, so this bounds its run time (benchmarks/fidelity.py runs its OpenDP peers at 300).
 DEFAULT_ITERS = 300
 # AIM: OpenDP's default degree (3) and model-size cap (80 MB); rounds capped for run time
 # (OpenDP's default is 16 x columns).

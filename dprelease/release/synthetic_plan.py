@@ -12,18 +12,19 @@ values actually used):
 - delta: `default_delta` = the cap's delta times this release's share of the cap's epsilon,
   `cap.delta * min(1, epsilon / cap.epsilon)`, so epsilon and delta run out together. A pure
   epsilon cap (delta 0) gives delta 0.
-- generator and weights: `DEFAULT_GENERATOR` (independent marginals: fast, streams the input)
-  with `DEFAULT_WEIGHTS` (calibration weights: they restore the dependence on the target
-  that the marginals leave out). Both work with delta 0 (Laplace noise), so no input and no
-  cap is refused for the defaults' sake.
+- generator and weights: `DEFAULT_GENERATOR` (`pgm`: a tree-structured graphical model on
+  fine one-way and coarser target-interaction marginals; fast, streams the input; chosen by
+  benchmarks/fidelity.py) with `DEFAULT_WEIGHTS` (calibration weights: they correct what the
+  model's coarse tables still miss on the target). Both work with delta 0 (Laplace noise),
+  so no input and no cap is refused for the defaults' sake.
 - synthetic rows: the schema's `max_rows`, but at least `DEFAULT_N_SYNTHETIC` (weights need
   many more synthetic rows than real ones to help; the number is public and free).
 
 Budget split: a private weight method gets the fraction F of the release's epsilon and
 delta and the generator the rest; `none` and `discriminator` weights leave the whole budget to
 the generator. `DEFAULT_WEIGHTS_FRACTION` = 0.2 is chosen from the evidence of
-benchmarks/utility.py on three public tables (README, "Choosing a generator and weights"),
-where marginals + calibration at F = 0.2 beat the unweighted rows and OpenDP's AIM on the
+the former benchmarks/utility.py on three public tables (README, "Choosing a generator and
+weights"), where marginals + calibration at F = 0.2 beat the unweighted rows and OpenDP's AIM on the
 target model's coefficients. (The paper's beta_debiased weights did best at F = 0.1 in
 benchmarks/weights_fraction.py; pass --weights-fraction when choosing them.)
 """
@@ -45,7 +46,7 @@ from dprelease.schema import Schema
 from dprelease.weights.logistic_stream import STREAMING_WEIGHTS
 
 DEFAULT_N_SYNTHETIC = 20_000
-DEFAULT_GENERATOR = "marginals"
+DEFAULT_GENERATOR = "pgm"
 DEFAULT_WEIGHTS = "calibration"
 DEFAULT_WEIGHTS_FRACTION = 0.2
 BUDGET_FREE_WEIGHTS = ("none", "discriminator")

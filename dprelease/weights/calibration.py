@@ -58,8 +58,9 @@ degree of freedom), and advise releasing more synthetic rows when N_G is below
 `ROWS_GUIDANCE` x the noisy count (weights on few synthetic rows collapse the ESS).
 
 Defaults (`bins` = 2, pairs with the target, ESS floor 0.7, `MIN_NOISE_UNITS` = 3) are chosen
-on public benchmark tables (`benchmarks/utility.py`, README "Choosing a generator and
-weights"), never on the table being released. At `MIN_NOISE_UNITS` = 10 the weights stayed
+on public benchmark tables (README "Choosing a generator and weights": the former
+benchmarks/utility.py, now `benchmarks/fidelity.py --tables diabetes breast randhie`),
+never on the table being released. At `MIN_NOISE_UNITS` = 10 the weights stayed
 flat on the 350- and 455-row training tables, where at 3 they cut the target model's error
 (breast cancer, epsilon 1, 20 seeds: beta-MSE -1.53 +- 0.16 against the unweighted rows,
 two-way TVD -0.017 +- 0.001; diabetes: -0.012 +- 0.006, TVD unchanged within 0.0004).

@@ -14,7 +14,7 @@ Solver: damped Newton (Boyd and Vandenberghe 2004, section 9.5) with backtrackin
 the Newton decrement as stopping rule. The features are sparse (one-hot blocks), so the
 Hessian costs O(N k^2) for k active features per row; hand-written because no library
 solves this dual with the discrepancy rule below, and L-BFGS took minutes where Newton takes
-seconds (`benchmarks/utility.py`).
+seconds (the former benchmarks/utility.py).
 """
 
 from __future__ import annotations

@@ -1,0 +1,118 @@
+"""The fidelity study's peers (benchmarks/fidelity.py): OpenDP's and dpmm's AIM and MST on
+the same public cells as dprelease's `aim`/`mst` generators.
+
+Every column becomes its public cells (`domain.public_cells` with `BINS` bins: categories,
+equal-width bins of the schema bounds, one cell per value for integers with at most `BINS`
+values). The peers see one integer column per schema column holding the cell index, with
+every cell index as a public key, and their synthetic cell indices are decoded into encoded
+rows with dprelease's `domain.write_cells` (a value uniform inside its cell, never outside),
+so the peers and dprelease differ in the model only, not in the discretisation or decoding.
+
+- OpenDP (`dp.mbi.AIM` / `MST` through `Context.query().contingency_table`, the whole
+  (epsilon, delta) converted to rho with OpenDP's own conversion, `synthetic_data(method=
+  "sample")`, rows drawn in OpenDP's extra null key rejected): mirror descent limited to
+  `ITERS` iterations per model fit and AIM to `ROUNDS` rounds (OpenDP's defaults, 1000
+  iterations and 16 x columns rounds, take tens of minutes per release here).
+- dpmm (`dpmm.pipelines.AIMPipeline` / `MSTPipeline`, its binning switched off) in its own
+  venv as a subprocess (benchmarks/fidelity_dpmm.py): dpmm pins older numpy/OpenDP.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from dprelease.encoding import Encoder
+from dprelease.generators.domain import ColumnCells, cell_index, public_cells, write_cells
+from dprelease.generators.mbi import (
+    DEFAULT_BINS,
+    counted_estimator,
+    fit_contingency_table,
+    zcdp_rho,
+)
+
+BINS = DEFAULT_BINS
+ITERS = 300
+ROUNDS = 40
+MAX_PASSES = 50
+
+
+def peak_mb() -> float:
+    """This process's peak resident memory in MB: Linux's `VmHWM`, which starts afresh at
+    exec (`ru_maxrss` would carry over the parent's peak through fork and exec)."""
+    status = Path("/proc/self/status").read_text()
+    line = next(line for line in status.splitlines() if line.startswith("VmHWM:"))
+    return float(line.split()[1]) / 1024
+
+
+def column_cells(encoder: Encoder) -> list[ColumnCells]:
+    return [public_cells(column, BINS) for column in encoder.columns]
+
+
+def decode(
+    encoder: Encoder, cells: list[ColumnCells], chosen: np.ndarray, seed: int
+) -> np.ndarray:
+    """Encoded rows of the chosen cell indices (`write_cells`, uniform within a cell)."""
+    rng = np.random.default_rng(seed)
+    out = np.zeros((len(chosen), encoder.width))
+    for position, column in enumerate(cells):
+        write_cells(out, column, chosen[:, position], rng)
+    return out
+
+
+def opendp(
+    method: str, encoder: Encoder, train: np.ndarray, epsilon: float, delta: float, n: int,
+    seed: int,
+) -> tuple[np.ndarray, float]:  # fmt: skip
+    """OpenDP's AIM or MST: (encoded synthetic rows, CPU seconds of fit + sampling)."""
+    import opendp.prelude as dp
+    import polars as pl
+
+    started = time.process_time()
+    cells = column_cells(encoder)
+    names = [f"c{i}" for i in range(len(cells))]
+    frame = pl.DataFrame({nm: cell_index(c, train) for nm, c in zip(names, cells, strict=True)})
+    keys = {nm: list(range(c.size)) for nm, c in zip(names, cells, strict=True)}
+    estimator = counted_estimator(ITERS, lambda: None)
+    if method == "aim":
+        algorithm = dp.mbi.AIM(estimator=estimator, rounds=ROUNDS)
+    else:
+        algorithm = dp.mbi.MST(estimator=estimator)
+    rho, _ = zcdp_rho(epsilon, delta)
+    table = fit_contingency_table(frame, rho, algorithm, keys=keys)
+    sizes = np.array([c.size for c in cells])
+    np.random.seed(seed)  # mbi samples with numpy's global state
+    batches, have = [], 0
+    for _ in range(MAX_PASSES):
+        drawn = table.model.synthetic_data(n - have, method="sample").df[names].to_numpy()
+        drawn = drawn[(drawn < sizes).all(axis=1)].astype(np.int64)
+        batches.append(drawn)
+        have += len(drawn)
+        if have >= n:
+            break
+    chosen = np.concatenate(batches)[:n]
+    return decode(encoder, cells, chosen, seed), time.process_time() - started
+
+
+def dpmm(
+    method: str, encoder: Encoder, train: np.ndarray, epsilon: float, delta: float, n: int,
+    seed: int, python: Path,
+) -> tuple[np.ndarray, float, float]:  # fmt: skip
+    """dpmm's AIM or MST in its venv: (encoded rows, CPU seconds, peak MB of its process)."""
+    cells = column_cells(encoder)
+    chosen = np.column_stack([cell_index(c, train) for c in cells])
+    with tempfile.TemporaryDirectory(prefix="fidelity-dpmm-") as directory:
+        given, result = Path(directory) / "in.npz", Path(directory) / "out.npz"
+        np.savez(
+            given, cells=chosen, sizes=np.array([c.size for c in cells]), method=method,
+            epsilon=epsilon, delta=delta, n=n, seed=seed, iters=ITERS, rounds=ROUNDS,
+        )  # fmt: skip
+        script = Path(__file__).with_name("fidelity_dpmm.py")
+        subprocess.run([str(python), str(script), str(given), str(result)], check=True)
+        out = np.load(result)
+        synthetic = decode(encoder, cells, out["cells"], seed)
+        return synthetic, float(out["cpu"]), float(out["peak_mb"])

@@ -1,0 +1,188 @@
+"""The tree-structured graphical model of the `pgm` generator, built from noisy tables only.
+
+Everything here is post-processing of DP outputs (noisy counts) and public quantities (the
+schema's cells, the noise scales): the structure, the resolutions, the conditional tables and
+the samples (docs/privacy-model.md section 6).
+
+The model (a tree-augmented Bayesian network on the target, Friedman, Geiger and Goldszmidt
+1997, fitted to noisy marginals as in Private-PGM, McKenna et al. 2019):
+
+    p(x) = p(y) p(x_r | y) prod_{j != r} p(x_j | x_pa(j), y),
+
+over the target y and a tree on the features chosen as the maximum spanning tree of the
+mutual information of the noisy feature pairs (Chow and Liu 1968; MST, McKenna et al. 2021,
+selects its tree from noisy measurements too). Each conditional is estimated at a COARSE
+resolution (consecutive public cells grouped, `coarsening`) and refined to the FINE public
+cells within each coarse cell with the column's noisy one-way histogram, so one-way
+marginals keep their fine resolution while the dependence is estimated where the noise
+allows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from dprelease.generators.domain import ColumnCells
+
+
+def coarsening(cells: ColumnCells, groups: int) -> np.ndarray:
+    """Coarse cell of every fine cell: consecutive non-missing cells in at most `groups`
+    groups of (nearly) equal numbers of cells, the "missing" cell its own group."""
+    missing = int(cells.column.spec.nullable)  # the last cell (and level) is "missing"
+    regular = cells.size - missing
+    groups = max(1, min(groups, regular))
+    mapping = (np.arange(regular) * groups) // regular
+    if missing:
+        mapping = np.concatenate([mapping, [groups]])
+    return mapping.astype(np.int64)
+
+
+def coarsen(table: np.ndarray, axis: int, mapping: np.ndarray) -> np.ndarray:
+    """Sum a table's fine cells along `axis` into the coarse cells of `mapping`."""
+    moved = np.moveaxis(table, axis, 0)
+    out = np.zeros((int(mapping.max()) + 1,) + moved.shape[1:])
+    np.add.at(out, mapping, moved)
+    return np.moveaxis(out, 0, axis)
+
+
+def mutual_information(table: np.ndarray) -> float:
+    """Mutual information of a noisy 2-way table (negative counts clipped, normalised)."""
+    p = np.clip(table, 0.0, None) + 1e-12
+    p = p / p.sum()
+    outer = p.sum(axis=1, keepdims=True) * p.sum(axis=0, keepdims=True)
+    return float(np.sum(p * np.log(p / outer)))
+
+
+def maximum_spanning_tree(n: int, weight: dict[tuple[int, int], float], root: int) -> list[int]:
+    """Parent of each of n nodes (-1 for `root`) in a maximum-weight spanning tree (Prim)."""
+    parent = [-1] * n
+    best = np.full(n, -np.inf)
+    best_from = np.full(n, -1)
+    in_tree = np.zeros(n, dtype=bool)
+    node = root
+    for _ in range(n - 1):
+        in_tree[node] = True
+        for other in range(n):
+            if not in_tree[other]:
+                w = weight[(min(node, other), max(node, other))]
+                if w > best[other]:
+                    best[other], best_from[other] = w, node
+        candidates = np.where(~in_tree, best, -np.inf)
+        node = int(np.argmax(candidates))
+        parent[node] = int(best_from[node])
+    return parent
+
+
+def conditional(noisy: np.ndarray, prior: np.ndarray, pseudo_count: float) -> np.ndarray:
+    """p(last axis | leading axes) from noisy counts: negative counts clipped, smoothed by
+    `pseudo_count` draws from `prior` (the column's noisy one-way shares at this resolution),
+    so cells the noise wiped out fall back to the one-way distribution."""
+    smoothed = np.clip(noisy, 0.0, None) + pseudo_count * prior
+    return smoothed / smoothed.sum(axis=-1, keepdims=True)
+
+
+@dataclass(frozen=True)
+class Node:
+    """One feature's conditional: p(coarse x | coarse parent, coarse y), the parent (None for
+    the root), the fine-to-coarse maps of the column and of its parent in this table."""
+
+    column: int
+    parent: int | None
+    table: np.ndarray  # (y groups, parent groups or 1, column groups)
+    groups: np.ndarray
+    parent_groups: np.ndarray | None
+
+
+@dataclass(frozen=True)
+class TreeModel:
+    """The fitted state: fine one-way shares of every column, the target's coarse map and
+    the feature nodes in sampling order (a parent before its children)."""
+
+    one_way: list[np.ndarray]
+    target: int | None
+    target_groups: np.ndarray | None
+    nodes: list[Node]
+    totals: list[float]
+    edges: list[tuple[int, int]]
+    resolutions: dict[int, int]
+
+
+def draw_rows(probabilities: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One categorical draw per row of a (rows, cells) probability matrix (inverse CDF)."""
+    cumulative = np.cumsum(probabilities, axis=1)
+    u = rng.random((len(probabilities), 1)) * cumulative[:, -1:]
+    return np.minimum((cumulative < u).sum(axis=1), probabilities.shape[1] - 1)
+
+
+def refine(
+    coarse: np.ndarray, groups: np.ndarray, fine_shares: np.ndarray, rng: np.random.Generator
+) -> np.ndarray:
+    """A fine cell within each drawn coarse cell, in proportion to the one-way shares."""
+    within = np.where(groups[None, :] == np.arange(groups.max() + 1)[:, None], fine_shares, 0.0)
+    totals = within.sum(axis=1, keepdims=True)
+    uniform = (groups[None, :] == np.arange(groups.max() + 1)[:, None]).astype(float)
+    within = np.where(totals > 0, within, uniform)
+    return draw_rows(within[coarse], rng)
+
+
+def sample_cells(model: TreeModel, n: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """Fine cells of n rows for every column, drawn down the tree."""
+    chosen: list[np.ndarray | None] = [None] * len(model.one_way)
+    if model.target is None:
+        y_coarse = np.zeros(n, dtype=np.int64)
+    else:
+        shares = model.one_way[model.target]
+        chosen[model.target] = rng.choice(len(shares), size=n, p=shares)
+        y_coarse = model.target_groups[chosen[model.target]]
+    for node in model.nodes:
+        if node.parent is None:
+            parent_coarse = np.zeros(n, dtype=np.int64)
+        else:
+            parent_coarse = node.parent_groups[chosen[node.parent]]
+        coarse = draw_rows(node.table[y_coarse, parent_coarse], rng)
+        chosen[node.column] = refine(coarse, node.groups, model.one_way[node.column], rng)
+    return chosen
+
+
+def match_one_way(
+    nodes: list[Node], one_way: list[np.ndarray], y_shares: np.ndarray, iterations: int = 10
+) -> list[Node]:
+    """Conditionals rescaled so that the model's coarse one-way marginal of every feature is
+    the noisy one-way histogram's (iterative proportional fitting down the tree, Deming and
+    Stephan 1940): the one-way histograms are measured at the finest resolution and are the
+    release's most precise statistics, so sampled rows keep them while the tables keep the
+    dependence."""
+    joint: dict[int, np.ndarray] = {}  # column -> p(coarse y, coarse column)
+    matched = []
+    for node in nodes:
+        parent_joint = y_shares[:, None] if node.parent is None else joint[node.parent]
+        target = coarsen(one_way[node.column], 0, node.groups)
+        table = node.table
+        for _ in range(iterations):
+            implied = np.einsum("yp,ypx->x", parent_joint, table)
+            table = table * np.where(implied > 0, target / np.maximum(implied, 1e-300), 1.0)
+            table = table / np.maximum(table.sum(axis=-1, keepdims=True), 1e-300)
+        joint[node.column] = np.einsum("yp,ypx->yx", parent_joint, table)
+        matched.append(replace(node, table=table))
+    return matched
+
+
+def project_to_simplex(noisy: np.ndarray, total: float) -> np.ndarray:
+    """The nearest (L2) non-negative vector summing to `total`: max(noisy - tau, 0) (Duchi
+    et al. 2008). Unlike clipping negative counts, it does not move mass onto the empty cells
+    the noise lifted above zero."""
+    flat = np.sort(noisy.ravel())[::-1]
+    cumulative = np.cumsum(flat) - total
+    ranks = np.arange(1, flat.size + 1)
+    kept = np.nonzero(flat - cumulative / ranks > 0)[0]
+    tau = cumulative[kept[-1]] / (kept[-1] + 1) if kept.size else flat[0] - total
+    return np.clip(noisy - tau, 0.0, None)
+
+
+def denoised_shares(noisy: np.ndarray, total: float) -> np.ndarray:
+    """A column's one-way shares from its noisy histogram: projected onto the simplex of the
+    noisy total (post-processing)."""
+    shares = project_to_simplex(noisy, max(total, 1.0))
+    return shares / shares.sum() if shares.sum() > 0 else np.full(shares.size, 1.0 / shares.size)

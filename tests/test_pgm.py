@@ -1,0 +1,127 @@
+"""The default `pgm` generator and the public discretisation's exact decoding (issue 18).
+
+Statistical assertions use seeded TEST noise (`seeded_noise`), so they cannot fail by chance.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dprelease.datasets import census_like
+from dprelease.encoding import Encoder
+from dprelease.generators import make_generator
+from dprelease.generators.domain import cell_index, marginal_tvd, public_cells, write_cells
+from dprelease.generators.pgm_model import maximum_spanning_tree
+from dprelease.privacy.mechanisms import ZCDP, PureEpsilon
+from dprelease.schema import Schema, load_schema
+
+CENSUS = load_schema("data/census.yaml")
+
+
+def _schema(columns: dict, target: str | None = None) -> Schema:
+    return Schema.model_validate(
+        {
+            "dataset": "t",
+            "max_rows": 100_000,
+            "budget": {"epsilon": 10.0, "delta": 1e-5},
+            "target": target,
+            "columns": columns,
+        }
+    )
+
+
+@pytest.mark.parametrize("maximum", [77, 100, 1000])
+def test_decoded_integers_stay_in_their_cell_and_match_its_share(maximum):
+    """Integers with more values than bins: every decoded value lies in the drawn cell (the
+    old decoder drew uniformly in the bin, then rounded onto neighbours' integers)."""
+    schema = _schema({"visits": {"type": "integer", "min": 0, "max": maximum}})
+    encoder = Encoder(schema)
+    cells = public_cells(encoder.columns[0], 32)
+    rng = np.random.default_rng(0)
+    shares = rng.dirichlet(np.ones(cells.size))
+    chosen = rng.choice(cells.size, size=40_000, p=shares)
+    encoded = np.zeros((len(chosen), encoder.width))
+    write_cells(encoded, cells, chosen, rng)
+    decoded = encoder.decode(encoded)
+    assert decoded["visits"].between(0, maximum).all()
+    again = cell_index(cells, encoder.encode(decoded))
+    np.testing.assert_array_equal(again, chosen)
+    observed = np.bincount(again, minlength=cells.size) / len(again)
+    assert np.abs(observed - shares).max() < 0.01
+
+
+def test_nullable_integer_cells_keep_missing():
+    schema = _schema({"n": {"type": "integer", "min": 0, "max": 500, "nullable": True}})
+    encoder = Encoder(schema)
+    cells = public_cells(encoder.columns[0], 16)
+    chosen = np.repeat(np.arange(cells.size), 50)
+    encoded = np.zeros((len(chosen), encoder.width))
+    write_cells(encoded, cells, chosen, np.random.default_rng(1))
+    decoded = encoder.decode(encoded)
+    assert decoded["n"].isna().sum() == 50
+    np.testing.assert_array_equal(cell_index(cells, encoder.encode(decoded)), chosen)
+
+
+def _fit(name, real, seeded_noise, epsilon=1.0, delta=1e-6, encoder=None):
+    encoder = encoder or Encoder(CENSUS)
+    generator = make_generator(name, encoder, epsilon, delta)
+    fitted = generator.fit(encoder.encode(real), seeded_noise(3))
+    return generator, fitted, fitted.sample(20_000, np.random.default_rng(0))
+
+
+def test_pgm_keeps_dependence_that_independent_marginals_lose(seeded_noise):
+    encoder = Encoder(CENSUS)
+    real = census_like(20_000, seed=1)
+    held_out = encoder.encode(census_like(20_000, seed=2))
+    tvd = {}
+    for name in ("pgm", "marginals"):
+        _, _, synthetic = _fit(name, real, seeded_noise)
+        tvd[name] = [
+            np.mean(list(marginal_tvd(encoder, held_out, synthetic, order=k).values()))
+            for k in (1, 2, 3)
+        ]
+    assert tvd["pgm"][0] < 0.02  # one-way margins kept (fine resolution)
+    assert tvd["pgm"][1] < 0.7 * tvd["marginals"][1]
+    assert tvd["pgm"][2] < 0.7 * tvd["marginals"][2]
+
+
+def test_pgm_spends_and_measurements(seeded_noise):
+    generator, fitted, _ = _fit("pgm", census_like(2_000, seed=1), seeded_noise)
+    (spend,) = generator.planned_spends()
+    assert isinstance(spend.description, ZCDP) and spend.epsilon <= 1.0
+    assert fitted.spends == (spend,)
+    one_way = [m for m in fitted.measurements if len(m.columns) == 1]
+    multi = [m for m in fitted.measurements if len(m.columns) > 1]
+    assert len(one_way) == len(CENSUS.columns)
+    assert len(multi) == len(CENSUS.columns) - 1  # one table per feature
+    assert all(m.columns[0] == CENSUS.target for m in multi)
+    pure = make_generator("pgm", Encoder(CENSUS), 1.0, 0.0)
+    (laplace,) = pure.planned_spends()
+    assert isinstance(laplace.description, PureEpsilon) and laplace.delta == 0.0
+
+
+@pytest.mark.parametrize("rows", [0, 300])
+def test_pgm_fits_empty_and_small_tables(rows, seeded_noise):
+    encoder = Encoder(CENSUS)
+    real = census_like(max(rows, 1), seed=4).iloc[:rows]
+    _, fitted, synthetic = _fit("pgm", real, seeded_noise)
+    decoded = encoder.decode(synthetic)
+    assert len(decoded) == 20_000 and not decoded.drop(columns="capital_gain").isna().any().any()
+
+
+def test_pgm_without_target_and_with_few_features(seeded_noise):
+    frame = pd.DataFrame({"a": np.arange(1000) % 7, "b": (np.arange(1000) % 7) // 2})
+    schema = _schema(
+        {"a": {"type": "integer", "min": 0, "max": 6}, "b": {"type": "integer", "min": 0, "max": 3}}
+    )
+    encoder = Encoder(schema)
+    _, _, synthetic = _fit("pgm", frame, seeded_noise, epsilon=10.0, encoder=encoder)
+    decoded = encoder.decode(synthetic)
+    assert (decoded["b"] == decoded["a"] // 2).mean() > 0.9  # the dependence is kept
+
+
+def test_maximum_spanning_tree_finds_the_chain():
+    weight = {(0, 1): 0.9, (1, 2): 0.8, (2, 3): 0.7, (0, 2): 0.1, (0, 3): 0.05, (1, 3): 0.2}
+    assert maximum_spanning_tree(4, weight, root=0) == [-1, 0, 1, 2]
