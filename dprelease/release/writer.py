@@ -311,7 +311,9 @@ def _write_data_files(bundle: ReleaseBundle, statement: str, directory: Path) ->
             ledger[column] = ledger[column].map(lambda value: json.dumps(value, sort_keys=True))
     for column in ("reserved_at", "committed_at"):  # dates only: a time would time data steps
         if column in ledger:
-            ledger[column] = ledger[column].map(lambda value: value and value[:10])
+            ledger[column] = ledger[column].map(
+                lambda value: value[:10] if isinstance(value, str) else None
+            )
     pq.write_table(pa.Table.from_pandas(ledger, preserve_index=False), directory / LEDGER_FILE)
     for name, content in bundle.json_files.items():
         (directory / name).write_text(json.dumps(content, indent=2) + "\n")
