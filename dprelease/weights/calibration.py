@@ -83,7 +83,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import sparse
 
 from dprelease.errors import InputError
 from dprelease.privacy.accounting import NEIGHBOURING
@@ -102,34 +101,29 @@ from dprelease.weights.calibration_features import (
     FeatureMap,
     active_features,
     column_pairs,
-    log_weight_bound,
     target_position,
 )
-from dprelease.weights.tilting import (
-    as_sparse,
-    chi_square,
-    discrepancy_lambda,
-    distinct_rows,
-    ess,
-    temper_for_ess,
-    temper_for_psis,
-    tilted_means,
+from dprelease.weights.calibration_fit import (
+    DEFAULT_CHI2_SLACK,
+    DEFAULT_ESS_FLOOR,
+    DETAIL_KEYS,
+    Calibration,
+    calibrate,
+    rake,
+    raked_targets,
 )
+from dprelease.weights.held_margins import HeldMargins
+from dprelease.weights.target_moments import TargetMoments
+
+__all__ = [
+    "CALIBRATION", "DEFAULT_ESS_FLOOR", "DETAIL_KEYS", "Calibration", "CalibrationSettings",
+    "FeatureMap", "active_features", "calibrate", "rake", "raked_targets", "release_sums",
+]  # fmt: skip
 
 DEFAULT_BINS = 2
-DEFAULT_ESS_FLOOR = 0.7
-DEFAULT_CHI2_SLACK = 2.0
-MIN_NOISE_UNITS = 3.0  # flat weights unless the noisy count exceeds this many noise SDs
-ROWS_GUIDANCE = 5.0
+DEFAULT_MARGIN_BINS = 32  # the marginals generator's default bins (the release passes its own)
+DEFAULT_MOMENT_SCALE = 1.0
 CHUNK_ROWS = 50_000
-RAKING_SWEEPS = 200
-RAKING_TOLERANCE = 1e-12
-# Every outcome records these keys (None where the step did not run), so the manifest's
-# structure never depends on a DP outcome.
-DETAIL_KEYS = (
-    "flat_reason", "guidance", "degrees_of_freedom", "chi2_unweighted_per_df",
-    "chi2_weighted_per_df", "lambda", "temper", "ess_fraction",
-)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -138,7 +132,18 @@ class CalibrationSettings:
     `bins` (coarse cells per numeric column), `pairs` ("target": target x column, "all":
     every pair; None: "target" when the schema names a target, else "all"), `ess_floor`
     (fraction of N_G), `chi2_slack` (standard deviations of the chi-square above df under
-    which the weights stay flat), `mechanism` (None: Gaussian when delta > 0, else Laplace)."""
+    which the weights stay flat), `mechanism` (None: Gaussian when delta > 0, else Laplace),
+    `moments` (also match the target's moments, `weights/target_moments.py`, when the
+    schema names a target), `moment_scale` (c: the moments' share of the budget),
+    `hold_margins` and `margin_bins` (hold the one-way margins over the generator's public
+    cells, `weights/held_margins.py`; the release passes its generator's bins)."""
+
+    def target_moments(self) -> TargetMoments | None:
+        """The moment map when the settings ask for one and the schema allows it."""
+        if not self.moments or target_position(self.encoder) is None:
+            return None
+        moments = TargetMoments(self.encoder, self.moment_scale)
+        return moments if moments.size else None
 
     encoder: Any = None
     bins: int = DEFAULT_BINS
@@ -146,6 +151,10 @@ class CalibrationSettings:
     ess_floor: float = DEFAULT_ESS_FLOOR
     chi2_slack: float = DEFAULT_CHI2_SLACK
     mechanism: str | None = None
+    moments: bool = True
+    moment_scale: float = DEFAULT_MOMENT_SCALE
+    hold_margins: bool = True
+    margin_bins: int = DEFAULT_MARGIN_BINS
 
     def __post_init__(self) -> None:
         from dprelease.encoding import Encoder
@@ -162,6 +171,8 @@ class CalibrationSettings:
             raise InputError("pairs='target' needs a schema with a `target` column")
         check_number("ess_floor", self.ess_floor, high=1.0)
         check_number("chi2_slack", self.chi2_slack, low=-1e-12, high=1e6)
+        check_number("moment_scale", self.moment_scale, high=1e6)
+        check_number("margin_bins", self.margin_bins, low=0, high=10_000, integer=True)
         if self.mechanism not in (None, "gaussian", "laplace"):
             raise InputError(f"mechanism must be 'gaussian' or 'laplace', got {self.mechanism!r}")
 
@@ -189,13 +200,15 @@ def _plan(req: PlanRequest) -> Plan:
             "release a delta or choose mechanism='laplace' (pure epsilon)"
         )
     active = active_features(s.encoder, s.pairs)
+    moments = s.target_moments()
+    squared = 0.0 if moments is None else moments.squared_sensitivity
     names = [column.name for column in s.encoder.columns]
     if mechanism == "gaussian":
-        sensitivity = math.sqrt(active)
+        sensitivity = math.sqrt(active + squared)
         scale = gaussian_sigma(sensitivity, epsilon, delta)
         description = Gaussian(scale, sensitivity)
     else:
-        sensitivity = float(active)
+        sensitivity = float(active + (0.0 if moments is None else moments.l1_sensitivity))
         scale = laplace_scale(sensitivity, epsilon)
         description = Laplace(scale, sensitivity)
         delta = 0.0
@@ -214,6 +227,21 @@ def _plan(req: PlanRequest) -> Plan:
             "pairs": [[names[a], names[b]] for a, b in column_pairs(s.encoder, s.pairs)],
             "edges": "quantiles of the synthetic sample (public)",
         },
+        "moments": None
+        if moments is None
+        else {
+            "query": "sums of c y z over the real rows (target x each feature)",
+            "count": moments.size,
+            "scale_c": moments.scale,
+            "squared_l2_bound": moments.squared_sensitivity,
+            "l1_bound": moments.l1_sensitivity,
+        },
+        "budget_split": _budget_split(mechanism, active, moments),
+        "held_margins": {
+            "bins": s.margin_bins,
+            "held": s.hold_margins,
+            "how": "equality constraints in the tilt, then raking after tempering",
+        },
         "targets": "noisy two-way tables raked to the synthetic one-way margins",
         "regularisation": "ridge on the dual, lambda by the discrepancy principle",
         "ess_floor": s.ess_floor,
@@ -222,6 +250,17 @@ def _plan(req: PlanRequest) -> Plan:
     }
     fixed = CalibrationPlan(mechanism, scale)
     return Plan(record, (s, fixed), epsilon_spent=epsilon, delta_spent=delta)
+
+
+def _budget_split(mechanism: str, active: int, moments: TargetMoments | None) -> dict:
+    """The public split of the weights' one mechanism between its blocks: each block's
+    share of the squared L2 (Gaussian) or the L1 (Laplace) sensitivity (one noise scale for
+    the whole vector, so a block's share is what it costs of the budget)."""
+    if moments is None:
+        return {"pair_tables": 1.0, "moments": 0.0}
+    extra = moments.squared_sensitivity if mechanism == "gaussian" else moments.l1_sensitivity
+    total = active + extra
+    return {"pair_tables": active / total, "moments": extra / total}
 
 
 def release_sums(
@@ -240,132 +279,17 @@ def release_sums(
         else real
     )
     width = features.encoder.width
-    sums = np.zeros(1 + sum(math.prod(shape) for shape in features.shapes))
+    sums = np.zeros(features.size)
     for chunk in chunks:
         sums += features.matrix(check_matrix("real", chunk, width)).sum(axis=0)
-    if plan.mechanism == "gaussian":
-        return noise.add_gaussian(sums, plan.scale, counts=True)
-    return noise.add_laplace(sums, plan.scale, counts=True)
-
-
-def rake(table: np.ndarray, rows: np.ndarray, columns: np.ndarray) -> np.ndarray:
-    """Iterative proportional fitting of a (noisy) two-way table of shares to the given row
-    and column margins (both summing to 1); cells start clipped at a tiny positive floor so
-    that negative noisy cells carry no sign into the fit. Cells in an empty margin stay 0."""
-    fitted = np.maximum(table, 1e-9)
-    fitted = fitted * (rows[:, None] > 0) * (columns[None, :] > 0)
-    for _ in range(RAKING_SWEEPS):
-        fitted *= _ratio(rows, fitted.sum(axis=1))[:, None]
-        fitted *= _ratio(columns, fitted.sum(axis=0))[None, :]
-        if np.abs(fitted.sum(axis=1) - rows).max() <= RAKING_TOLERANCE:
-            break
-    return fitted
-
-
-def _ratio(target: np.ndarray, current: np.ndarray) -> np.ndarray:
-    return np.divide(target, current, out=np.zeros_like(target), where=current > 0)
-
-
-@dataclass(frozen=True)
-class Calibration:
-    """The post-processed result: log weights, public facts about the fit, and a bound on
-    every log weight the tilt gives any row of the public domain (`log_weight_max`)."""
-
-    log_weights: np.ndarray
-    details: dict
-    log_weight_max: float = 0.0
-
-
-def raked_targets(
-    noisy_sums: np.ndarray, shapes: list[tuple[int, int]], synthetic_means: np.ndarray
-) -> tuple[np.ndarray, int]:
-    """Every pair's noisy table (sums / noisy count) raked to the synthetic margins, and the
-    degrees of freedom sum (r - 1)(c - 1) over the cells the synthetic rows occupy."""
-    count = float(noisy_sums[0])
-    targets = np.empty(synthetic_means.size)
-    df, offset = 0, 0
-    for shape in shapes:
-        cells = slice(offset, offset + math.prod(shape))
-        synthetic = synthetic_means[cells].reshape(shape)
-        rows, columns = synthetic.sum(axis=1), synthetic.sum(axis=0)
-        noisy = noisy_sums[1:][cells].reshape(shape) / count
-        targets[cells] = rake(noisy, rows, columns).ravel()
-        df += max(int((rows > 0).sum()) - 1, 0) * max(int((columns > 0).sum()) - 1, 0)
-        offset = cells.stop
-    return targets, df
-
-
-def calibrate(
-    noisy_sums: np.ndarray,
-    noise_variance: float,
-    phi_synthetic: np.ndarray | sparse.sparray,
-    shapes: list[tuple[int, int]],
-    *,
-    ess_floor: float = DEFAULT_ESS_FLOOR,
-    chi2_slack: float = DEFAULT_CHI2_SLACK,
-) -> Calibration:
-    """Post-processing: tilt the synthetic rows towards the raked noisy tables (module
-    docstring).
-
-    `noisy_sums[0]` is the constant feature (the noisy count); `phi_synthetic` the public
-    feature matrix of the synthetic rows with the constant in column 0, then the pairs'
-    tables of `shapes`, each flattened row-major.
-    """
-    phi, counts, row_of = distinct_rows(as_sparse(phi_synthetic))
-    phi = phi[:, 1:]  # the constant: no tilt
-    n_synthetic = row_of.size
-    count = float(noisy_sums[0])
-    flat = np.zeros(n_synthetic)
-    details: dict[str, Any] = dict.fromkeys(DETAIL_KEYS)
-    if count <= MIN_NOISE_UNITS * math.sqrt(noise_variance):
-        return Calibration(flat, details | {"flat_reason": "noisy count within the noise"})
-    if ROWS_GUIDANCE * count > n_synthetic:
-        details["guidance"] = (
-            f"fewer than {ROWS_GUIDANCE:g}x as many synthetic rows as (noisy) real rows: "
-            "release more synthetic rows (a free, public choice) for the weights to help"
-        )
-    synthetic_means = counts @ phi / n_synthetic
-    means, df = raked_targets(noisy_sums, shapes, synthetic_means)
-    variance = noise_variance * (1.0 + means**2) / count**2
-    second_moments = counts @ phi.multiply(phi) / n_synthetic
-    tilted = np.flatnonzero(second_moments - synthetic_means**2 > 1e-12)
-    phi, means, variance = phi[:, tilted], means[tilted], variance[tilted]
-    details["degrees_of_freedom"] = df
-    if df == 0:
-        return Calibration(flat, details | {"flat_reason": "no pair varies"})
-    chi2_flat = chi_square(means, variance, synthetic_means[tilted])
-    details["chi2_unweighted_per_df"] = chi2_flat / df
-    if chi2_flat <= df + chi2_slack * math.sqrt(2 * df):
-        return Calibration(
-            flat,
-            details
-            | {
-                "flat_reason": "synthetic data matches the noisy tables within the noise",
-                "chi2_weighted_per_df": chi2_flat / df,
-            },
-        )
-    lam, b = discrepancy_lambda(phi, means, variance, target=float(df), counts=counts)
-    log_weights = (phi @ b)[row_of]
-    bound = log_weight_bound(b, tilted, shapes)
-    temper = temper_for_psis(log_weights, temper_for_ess(log_weights, ess_floor), bound)
-    details["lambda"] = lam
-    if temper == 0.0:
-        return Calibration(
-            flat,
-            details
-            | {
-                "flat_reason": "no tempering gave weights PSIS calls reliable",
-                "chi2_weighted_per_df": chi2_flat / df,
-            },
-        )
-    log_weights = temper * log_weights
-    details |= {
-        "temper": temper,
-        "chi2_weighted_per_df": chi_square(means, variance, tilted_means(phi, temper * b, counts))
-        / df,
-        "ess_fraction": ess(log_weights) / n_synthetic,
-    }
-    return Calibration(log_weights, details, temper * bound)
+    # One mechanism on the whole vector: iid noise of the planned scale on every coordinate,
+    # drawn for the counts (rounded: post-processing) and the moments separately.
+    cells = features.size - features.moment_size
+    add = noise.add_gaussian if plan.mechanism == "gaussian" else noise.add_laplace
+    noisy = add(sums[:cells], plan.scale, counts=True)
+    if features.moment_size == 0:
+        return noisy
+    return np.concatenate([noisy, add(sums[cells:], plan.scale)])
 
 
 def _fit(
@@ -376,7 +300,13 @@ def _fit(
 ) -> tuple[np.ndarray, dict]:
     settings, fixed = plan.settings
     assert real is not None
-    features = FeatureMap(settings.encoder, settings.bins, settings.pairs, synthetic)
+    moments = settings.target_moments()
+    features = FeatureMap(settings.encoder, settings.bins, settings.pairs, synthetic, moments)
+    held = (
+        HeldMargins(settings.encoder, settings.margin_bins, synthetic)
+        if settings.hold_margins
+        else None
+    )
     noisy_sums = release_sums(features, real, fixed, noise)
     result = calibrate(
         noisy_sums,
@@ -385,6 +315,8 @@ def _fit(
         features.shapes,
         ess_floor=settings.ess_floor,
         chi2_slack=settings.chi2_slack,
+        moments=moments,
+        held=held,
     )
     return result.log_weights, {
         "calibration": result.details,
