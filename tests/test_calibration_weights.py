@@ -99,7 +99,7 @@ def test_feature_map_has_constant_norm():
 
 
 def test_noise_calibration_from_public_quantities():
-    # the constant and the pairs, plus the moments y x (one numeric column x: ||t||^2 <= 1)
+    # the constant and the pairs, plus the moment y_no x (one numeric column x: ||t||^2 <= 1)
     k = active_features(ENCODER, None) + 1
     gauss = plan("calibration", 0.5, 1e-6, ENCODER.width, 1000, encoder=ENCODER)
     assert gauss["mechanism"] == "gaussian"

@@ -5,8 +5,7 @@ raking back to those margins (`weights/held_margins.py`).
 
 Moments (`weights/target_moments.py`): targets m = noisy sums / noisy count, with the same
 delta-method variance as the pair tables; each moment that varies over the synthetic rows
-adds one degree of freedom ((L - 1) / L of one for a categorical target with L levels, whose
-level copies of a feature sum to that feature).
+adds one degree of freedom (the moments leave out every combination the held margins fix).
 Held margins: the tilt's equality constraints (no ridge, not in chi2), then raking after
 tempering, so the released weights' one-way shares equal the unweighted synthetic shares
 (`held_margin_shift` in the details, at most `HELD_TOLERANCE`).
@@ -147,8 +146,7 @@ def calibrate(
     second_moments = counts @ phi.multiply(phi) / n_fit
     tilted = np.flatnonzero(second_moments - synthetic_means**2 > 1e-12)
     if moments is not None:
-        free = (tilted >= n_pair).sum() * (1 - 1 / moments.levels if moments.categorical else 1)
-        df += int(round(free))
+        df += int((tilted >= n_pair).sum())
     phi, means, variance = phi[:, tilted], means[tilted], variance[tilted]
     details["degrees_of_freedom"] = df
     if df == 0:
