@@ -136,7 +136,7 @@ def evaluate_cell(
                 step=timer,
             )  # fmt: skip
             # as a release diagnoses and smooths them (with a certified bound, if any)
-            diagnostics = diagnose(plan, outcome.estimate)
+            diagnostics = diagnose(plan, outcome.estimate, outcome.synthetic)
             weights = normalised_weights(diagnostics.log_weights)
             synthetic = outcome.synthetic
             started = time.perf_counter()

@@ -21,15 +21,17 @@ On the census deployment tempering alone moved the target's share from 41.5 % (r
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
 from scipy import sparse
 from scipy.special import logsumexp
 
+from dprelease.diagnostics.psis import PsisResult
 from dprelease.generators.domain import cell_index, public_cells
 
-RAKING_SWEEPS = 100
+RAKING_SWEEPS = 500
 RAKING_TOLERANCE = 1e-10  # largest |weighted - unweighted| share after raking
 HELD_TOLERANCE = 1e-6  # the check `max_shift` must pass on released weights
 
@@ -72,12 +74,19 @@ class HeldMargins:
         bounds = np.split(np.asarray(b, dtype=float), self.offsets[1:-1])
         return float(sum(max(0.0, float(block.max(initial=0.0))) for block in bounds))
 
+    def log_share(self, log_weights: np.ndarray, j: int) -> np.ndarray:
+        """log of column j's weighted cell shares, summed per cell from its largest log
+        weight (exact where exp would underflow: heavy-tailed weights); -inf when empty."""
+        index, size = self.index[:, j], self.cells[j].size
+        top = np.full(size, -np.inf)
+        np.maximum.at(top, index, log_weights)
+        base = np.where(np.isfinite(top), top, 0.0)
+        sums = np.bincount(index, weights=np.exp(log_weights - base[index]), minlength=size)
+        with np.errstate(divide="ignore"):
+            return base + np.log(sums) - logsumexp(log_weights)
+
     def weighted_shares(self, log_weights: np.ndarray) -> list[np.ndarray]:
-        p = np.exp(log_weights - logsumexp(log_weights))
-        return [
-            np.bincount(self.index[:, j], weights=p, minlength=c.size)
-            for j, c in enumerate(self.cells)
-        ]
+        return [np.exp(self.log_share(log_weights, j)) for j in range(len(self.cells))]
 
     def max_shift(self, log_weights: np.ndarray) -> float:
         """The largest |weighted - unweighted| one-way share over every column and cell: the
@@ -93,13 +102,32 @@ class HeldMargins:
         out = np.asarray(log_weights, dtype=float).copy()
         factors = [np.zeros(c.size) for c in self.cells]
         for _ in range(RAKING_SWEEPS):
-            for j, shares in enumerate(self.weighted_shares(out)):
+            for j in range(len(self.cells)):
+                log_shares = self.log_share(out, j)
                 occupied = self.shares[j] > 0
-                step = np.zeros_like(shares)
-                step[occupied] = np.log(self.shares[j][occupied]) - np.log(shares[occupied])
+                step = np.zeros_like(log_shares)
+                step[occupied] = np.log(self.shares[j][occupied]) - log_shares[occupied]
                 out += step[self.index[:, j]]
                 factors[j] += step
             if self.max_shift(out) <= RAKING_TOLERANCE:
                 break
         growth = sum(max(0.0, float(f.max())) for f in factors)
         return out, growth
+
+
+def hold_released(
+    result: PsisResult, encoder: Any, synthetic: np.ndarray, held: dict | None
+) -> PsisResult:
+    """The release's PSIS result with its (tempered, smoothed) log weights raked back to the
+    held one-way margins, when the weights held them (`held`: their details'
+    "held_margins"): the release's own tempering (--temper) and Pareto smoothing must not
+    undo the raking. Post-processing of DP weights; the diagnostics describe the weights
+    before this last raking, whose factors are close to 1 when smoothing moved few rows."""
+    if not held or not held.get("held"):
+        return result
+    margins = HeldMargins(encoder, held["bins"], synthetic)
+    raked, _ = margins.rake(np.asarray(result.log_weights, dtype=float))
+    if margins.max_shift(raked) > HELD_TOLERANCE:
+        raise AssertionError("raking did not hold the one-way margins")  # a defect, never data
+    raked.setflags(write=False)
+    return dataclasses.replace(result, log_weights=raked)
