@@ -42,7 +42,7 @@ from dprelease.release.pipeline import Pipeline, Source, Step
 from dprelease.release.report.synthetic import write_report
 from dprelease.release.synthetic_plan import SyntheticPlan, plan_release, weights_options
 from dprelease.release.writer import LedgerRecord, ReleaseBundle
-from dprelease.weights.held_margins import hold_released
+from dprelease.weights.held_margins import held_shift, hold_released
 from dprelease.weights.logistic_stream import STREAMING_WEIGHTS, estimate_streaming
 
 
@@ -148,6 +148,12 @@ def synthetic_bundle(
     require_reliable(diagnostics, plan.config.allow_unreliable_weights)
     configuration = plan.configuration()
     configuration["weights"].update(outcome.estimate.details)
+    configuration["weights"]["released_held_margin_shift"] = held_shift(
+        diagnostics.log_weights,
+        plan.encoder,
+        outcome.synthetic,
+        outcome.estimate.details.get("held_margins"),
+    )
     synthetic = decode_synthetic(plan.encoder, outcome.synthetic)
     log_weights = outcome.estimate.log_weights
     weights = normalised_weights(diagnostics.log_weights)
