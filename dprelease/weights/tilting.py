@@ -153,8 +153,11 @@ def discrepancy_lambda(
     exactly at every lam, left out of chi2).
 
     Morozov's discrepancy principle: stop fitting once the residual is at the noise level.
-    At the upper end of `LAMBDA_RANGE` the tilt is essentially flat; if even the lower end
-    leaves chi2 above target (moments no tilt can reach), the lower end is used.
+    At the upper end of `LAMBDA_RANGE` the tilt is essentially flat. If even the lower end
+    leaves chi2 above target (moments no tilt can reach, e.g. when the held margins and the
+    noisy targets disagree), the target becomes that floor plus the original target: the
+    noise level above the unreachable part. (Using the lower end itself drove the tilt to
+    weights no tempering made reliable: flat weights on RAND HIE at epsilon 100.)
     """
     phi = as_sparse(phi)
     free = slice(0, means.size - held)
@@ -162,6 +165,9 @@ def discrepancy_lambda(
     low, high = (math.log(v * scale) for v in LAMBDA_RANGE)
     b_best = tilt(phi, means, variance, math.exp(low), np.zeros(phi.shape[1]), counts)
     lam_best, start = math.exp(low), b_best
+    floor = chi_square(means[free], variance[free], tilted_means(phi, b_best, counts)[free])
+    if floor > target:  # targets no tilt reaches: the noise level on top of what is left
+        target += floor
     for _ in range(BISECTION_STEPS):
         middle = 0.5 * (low + high)
         b = tilt(phi, means, variance, math.exp(middle), start, counts)
