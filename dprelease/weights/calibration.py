@@ -14,17 +14,32 @@ are (target, column) for every other column when the schema names a `target` (th
 model), else every pair of columns.
 phi(x) holds the constant 1 and, for every pair, the indicator of x's joint cell. Each row
 activates exactly k = 1 + (number of pairs) indicators whatever the cut points, so
-||phi(x)||_2 = sqrt(k) and ||phi(x)||_1 = k for every x: a public constant.
+||phi(x)||_2 = sqrt(k) and ||phi(x)||_1 = k for every x: a public constant. When the
+schema names a target, phi(x) also holds the target model's moments t(x) = c y z (target x
+each feature; `weights/target_moments.py`, issue 18) with public bounds ||t||_2^2 <= M2 and
+||t||_1 <= M1 from the schema, so that weighted least squares on the synthetic rows solves
+the DP sufficient statistics' normal equations.
 
 Mechanism (the only step that reads the real rows). S = sum over real rows of phi(x_i), plus
 noise on every coordinate: Gaussian N(0, sigma^2), sigma from the analytic Gaussian mechanism
-(Balle and Wang 2018) for L2 sensitivity sqrt(k), when the weights' delta > 0; Laplace of scale
-k / epsilon (L1 sensitivity k) for pure epsilon. Adding or removing one row changes S by exactly
+(Balle and Wang 2018) for L2 sensitivity sqrt(k + M2), when the weights' delta > 0; Laplace
+of scale (k + M1) / epsilon (L1 sensitivity k + M1) for pure epsilon. The budget split
+between the pair tables and the moments is public: their shares k / (k + M2) and
+M2 / (k + M2) of the squared sensitivity (`budget_split` in the record; c =
+`moment_scale` sets it). Adding or removing one row changes S by exactly
 phi(x) (docs/privacy-model.md section 1), so S is (epsilon, delta)-DP (resp. epsilon-DP). The noisy
 count is the constant feature's coordinate S_0; no count is calibrated from, or published as,
 the real N_D. The real rows may arrive as one matrix or as chunks (the streaming release).
 
-Everything after S is post-processing of S and the public synthetic rows x_1..x_N (N = N_G):
+Everything after S is post-processing of S and the public synthetic rows x_1..x_N (N = N_G;
+`weights/calibration_fit.py`):
+- the generator's one-way margins over its public cells (`margin_bins`, the generator's
+  bins) are held: equality constraints of the tilt, and raking back to them after every
+  tempering, here and in the release (`weights/held_margins.py`): the weighted one-way
+  shares equal the unweighted ones within `HELD_TOLERANCE`, so no measured one-way margin
+  is farther from the generator's DP measurement than the unweighted rows (issue 18: on the
+  census deployment tempering had moved the target's share from 41.5 % to 37.1 %);
+- the moments' targets S_t / S_0, with the same delta-method variance as the tables;
 - noisy two-way tables T = S_pair / S_0, each raked (iterative proportional fitting; Deming
   and Stephan 1940) to the one-way margins of the synthetic rows: the margins stay those the
   generator measured (with most of the budget), only the dependence is corrected. Raking
