@@ -121,7 +121,7 @@ def test_numeric_target_schema_through_estimate(seeded_noise):
     assert est.details["sensitivity"] == pytest.approx(math.sqrt(1 + 2 + 2))
     assert sum(est.details["budget_split"].values()) == pytest.approx(1.0)
     assert est.details["calibration"]["flat_reason"] is None
-    assert _slope(synthetic, est.weights) > 0.3  # real 0.5, unweighted 0
+    assert _slope(synthetic, est.weights) > 0.2  # real 0.5, unweighted 0
     held = HeldMargins(NUMERIC, 32, synthetic)
     assert held.max_shift(est.log_weights) <= HELD_TOLERANCE
 

@@ -6,7 +6,8 @@ raking back to those margins (`weights/held_margins.py`).
 Moments (`weights/target_moments.py`): targets m = noisy sums / noisy count, with the same
 delta-method variance as the pair tables; each moment that varies over the synthetic rows
 adds one degree of freedom (the moments leave out every combination the held margins fix).
-Held margins: the tilt's equality constraints (no ridge, not in chi2), then raking after
+Held margins: the tilt's equality constraints (no ridge, not in chi2) over coarse cells
+(`TILT_MARGIN_BINS`, coarser than the generator's), then raking to the generator's cells after
 tempering, so the released weights' one-way shares equal the unweighted synthetic shares
 (`held_margin_shift` in the details, at most `HELD_TOLERANCE`).
 With moments or held margins the rows are all distinct (continuous moments), so the tilt is
@@ -110,6 +111,7 @@ def calibrate(
     chi2_slack: float = DEFAULT_CHI2_SLACK,
     moments: TargetMoments | None = None,
     held: HeldMargins | None = None,
+    held_tilt: HeldMargins | None = None,
 ) -> Calibration:
     """Post-processing: tilt the synthetic rows towards the raked noisy tables and the
     target's noisy moments, holding the one-way margins (module docstrings).
@@ -117,7 +119,10 @@ def calibrate(
     `noisy_sums[0]` is the constant feature (the noisy count); `phi_synthetic` the public
     feature matrix of the synthetic rows with the constant in column 0, then the pairs'
     tables of `shapes`, each flattened row-major, then the `moments.size` moments.
+    `held` are the margins raked to after tempering; `held_tilt` (default `held`) the
+    margins the tilt holds as equality constraints, on coarser cells.
     """
+    held_tilt = held_tilt or held
     phi_all = as_sparse(phi_synthetic)
     n_synthetic = phi_all.shape[0]
     n_moments = 0 if moments is None else moments.size
@@ -164,8 +169,8 @@ def calibrate(
             },
         )
     n_held, held_kept = 0, np.array([], dtype=np.int64)
-    if held is not None:
-        held_phi = held.matrix(fit_rows)
+    if held_tilt is not None:
+        held_phi = held_tilt.matrix(fit_rows)
         held_means = counts @ held_phi / n_fit
         held_kept = np.flatnonzero((held_means > 0) & (held_means < 1))
         n_held = held_kept.size
@@ -174,10 +179,10 @@ def calibrate(
         variance = np.concatenate([variance, np.zeros(n_held)])
     lam, b = discrepancy_lambda(phi, means, variance, target=float(df), counts=counts, held=n_held)
     full = phi_all[:, 1:][:, tilted]
-    if held is not None:
-        full = sparse.hstack([full, held.matrix()[:, held_kept]], format="csr")
+    if held_tilt is not None:
+        full = sparse.hstack([full, held_tilt.matrix()[:, held_kept]], format="csr")
     log_weights = (phi @ b)[row_of] if row_of is not None else full @ b
-    bound = _log_bound(b, tilted, held_kept, shapes, n_pair, moments, held)
+    bound = _log_bound(b, tilted, held_kept, shapes, n_pair, moments, held_tilt)
     rake = None if held is None else held.rake
     temper = temper_for_psis(
         log_weights, temper_for_ess(log_weights, ess_floor, rake), bound, rake
