@@ -10,7 +10,19 @@
    about 0.5) and total variation to the true weights, mean over seeds, on the 2-feature toy
    example with 2,000 real and 2,000 synthetic rows at epsilon 0.5, 1 and 6.
 
+4. Target model (issue 18, `--target-model`): the default generator on 80 % of epsilon 1 and
+   the calibration weights on 20 % (delta 1e-5, N_G = 20,000) on the public tuning tables of
+   benchmarks/utility.py (breast cancer, RAND HIE; never the wage tables, which confirm).
+   beta-MSE: mean squared difference between the target model's coefficients (intercept and
+   slopes; least squares for a numeric target, L2 logistic regression C = 1 for a
+   categorical one) fitted on the real training split and on the (weighted) synthetic rows,
+   with features and a numeric target standardised by the training split's mean and SD.
+   Rows: unweighted, the calibration weights without moments and held margins (the previous
+   default), the default calibration weights, and OpenDP's MST peer (`--peers mst`); also the
+   largest shift of a one-way share over the generator's cells and the ESS / N_G.
+
 Run: .venv/bin/python benchmarks/weights.py [--seeds 10] [--skip-large]
+     .venv/bin/python benchmarks/weights.py --target-model [--seeds 3] [--peers mst]
 """
 
 from __future__ import annotations
@@ -24,6 +36,7 @@ from dprelease.privacy.noise import NoiseSource
 from dprelease.weights import estimate, plan
 from dprelease.weights.base import augment
 from dprelease.weights.logistic_noise import gated_log_weights
+from dprelease.weights.tilting import ess
 from dprelease.weights.toy import in_triangle, triangle_example, triangle_mass
 
 DELTA = 1e-5
@@ -108,11 +121,98 @@ def toy_masses(seeds: int) -> None:
             )
 
 
+def _standardised_beta(evaluator, x: np.ndarray, w: np.ndarray, scale) -> np.ndarray:
+    design, y = evaluator._design(x)
+    mean, sd = scale
+    z = (design - mean) / sd
+    if evaluator.categorical:
+        from sklearn.linear_model import LogisticRegression
+
+        model = LogisticRegression(C=1.0, max_iter=2000).fit(z, y, sample_weight=w)
+        return np.r_[model.intercept_, model.coef_.ravel()]
+    y_mean, y_sd = evaluator.y_scale
+    a = np.hstack([np.ones((len(z), 1)), z]) * np.sqrt(w)[:, None]
+    return np.linalg.lstsq(a, (y - y_mean) / y_sd * np.sqrt(w), rcond=None)[0]
+
+
+def target_model(seeds: int, peers: list[str], tables: list[str]) -> None:
+    from types import SimpleNamespace
+
+    from utility import TABLES, Evaluator, _clip, opendp_peer
+
+    from dprelease.encoding import Encoder
+    from dprelease.generators import make_generator
+    from dprelease.weights.held_margins import HeldMargins
+
+    epsilon, fraction, n_synthetic = 1.0, 0.2, 20_000
+    variants = {
+        "unweighted": None,
+        "calibration (pairs only)": {"moments": False, "hold_margins": False},
+        "calibration (default)": {},
+    }
+    for table_name in tables:
+        table = TABLES[table_name]()
+        encoder = Encoder(table.schema)
+        scores: dict[str, list] = {}
+        for seed in range(seeds):
+            order = np.random.default_rng(seed).permutation(len(table.frame))
+            cut = int(0.8 * len(order))
+            train_frame = table.frame.iloc[order[:cut]].reset_index(drop=True)
+            train = encoder.encode(_clip(train_frame, table.schema))
+            evaluator = Evaluator(encoder, train, train)
+            design, y = evaluator._design(train)
+            sd = design.std(axis=0)
+            scale = (design.mean(axis=0), np.where(sd > 0, sd, 1.0))
+            evaluator.y_scale = (y.mean(), y.std())
+            beta_real = _standardised_beta(evaluator, train, np.ones(len(train)), scale)
+            generator = make_generator(
+                "marginals", encoder, (1 - fraction) * epsilon, (1 - fraction) * DELTA
+            )
+            synthetic = generator.fit(train).sample(n_synthetic, np.random.default_rng(seed))
+            held = HeldMargins(encoder, generator.bins, synthetic)
+            for name, options in variants.items():
+                start = time.process_time()
+                if options is None:
+                    log_w = np.zeros(len(synthetic))
+                else:
+                    log_w = estimate(
+                        "calibration", train, synthetic, epsilon=fraction * epsilon,
+                        delta=fraction * DELTA, encoder=encoder, **options,
+                    ).log_weights  # fmt: skip
+                cpu = time.process_time() - start
+                w = np.exp(log_w - log_w.max())
+                beta = _standardised_beta(evaluator, synthetic, w / w.mean(), scale)
+                row = (np.mean((beta - beta_real) ** 2), held.max_shift(log_w), ess(log_w), cpu)
+                scores.setdefault(name, []).append(row)
+            args = SimpleNamespace(iters=300, aim_rounds=40)
+            for peer in peers:
+                out = encoder.encode(opendp_peer(peer, table, train_frame, epsilon, args, seed))
+                beta = _standardised_beta(evaluator, out, np.ones(len(out)), scale)
+                row = (np.mean((beta - beta_real) ** 2), np.nan, len(out), np.nan)
+                scores.setdefault(f"opendp-{peer}", []).append(row)
+        print(f"## target model, {table.name}, epsilon {epsilon:g}, {seeds} seeds (mean +- SE)")
+        for name, rows in scores.items():
+            values = np.array(rows, dtype=float)
+            mean, se = values.mean(axis=0), values.std(axis=0) / np.sqrt(len(values))
+            print(
+                f"  {name:>26}: beta-MSE {mean[0]:.5f} +- {se[0]:.5f}  "
+                f"max one-way shift {mean[1]:.2e}  ESS/N {mean[2] / n_synthetic:.3f}  "
+                f"CPU {mean[3]:.1f} s",
+                flush=True,
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--skip-large", action="store_true")
+    parser.add_argument("--target-model", action="store_true")
+    parser.add_argument("--peers", nargs="*", default=[])
+    parser.add_argument("--tables", nargs="+", default=["breast", "randhie"])
     args = parser.parse_args()
+    if args.target_model:
+        target_model(args.seeds, args.peers, args.tables)
+        return
     if not args.skip_large:
         fit_times()
         scoring_throughput()

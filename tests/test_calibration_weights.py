@@ -26,6 +26,7 @@ from dprelease.weights.calibration import (
     release_sums,
 )
 from dprelease.weights.calibration_features import log_weight_bound
+from dprelease.weights.target_moments import TargetMoments
 from dprelease.weights.tilting import (
     PSIS_TEMPER_STEP,
     chi_square,
@@ -98,7 +99,8 @@ def test_feature_map_has_constant_norm():
 
 
 def test_noise_calibration_from_public_quantities():
-    k = active_features(ENCODER, None)
+    # the constant and the pairs, plus the moment y_no x (one numeric column x: ||t||^2 <= 1)
+    k = active_features(ENCODER, None) + 1
     gauss = plan("calibration", 0.5, 1e-6, ENCODER.width, 1000, encoder=ENCODER)
     assert gauss["mechanism"] == "gaussian"
     assert gauss["sensitivity"] == pytest.approx(math.sqrt(k))
@@ -112,6 +114,7 @@ def test_noise_calibration_from_public_quantities():
     pure = plan("calibration", 0.5, None, ENCODER.width, 1000, encoder=ENCODER)
     assert pure["mechanism"] == "laplace"
     assert pure["noise_scale"] == pytest.approx(laplace_scale(k, 0.5)) == 2 * k
+    assert gauss["budget_split"]["moments"] == pytest.approx(1 / k)
     assert pure["delta_spent"] == 0.0
     with pytest.raises(InputError, match="needs 0 < delta < 1"):
         plan("calibration", 0.5, None, ENCODER.width, 1000, encoder=ENCODER, mechanism="gaussian")
@@ -260,7 +263,10 @@ def test_only_the_noisy_sums_read_the_real_rows(seeded_noise, monkeypatch):
     synthetic = _rows(3000, 0.5, rng)
     real_a, real_b = _rows(5000, 0.9, rng), _rows(5000, 0.1, rng)
     fixed_sums = np.r_[
-        5000.0, FeatureMap(ENCODER, 2, None, synthetic).matrix(real_a).sum(axis=0)[1:]
+        5000.0,
+        FeatureMap(ENCODER, 2, None, synthetic, TargetMoments(ENCODER, 1.0))
+        .matrix(real_a)
+        .sum(axis=0)[1:],
     ]
     import dprelease.weights.calibration as calibration
 

@@ -120,7 +120,7 @@ def release_once(
         SYNTHETIC_PIPELINE, plan, train, ledger_url=ledger_url, noise=NoiseSource(),
         step=step or StepTimer(),
     )  # fmt: skip
-    diagnostics = diagnose(plan, outcome.estimate)
+    diagnostics = diagnose(plan, outcome.estimate, outcome.synthetic)
     return outcome.synthetic, normalised_weights(diagnostics.log_weights), diagnostics
 
 

@@ -42,6 +42,7 @@ from dprelease.release.pipeline import Pipeline, Source, Step
 from dprelease.release.report.synthetic import write_report
 from dprelease.release.synthetic_plan import SyntheticPlan, plan_release, weights_options
 from dprelease.release.writer import LedgerRecord, ReleaseBundle
+from dprelease.weights.held_margins import held_shift, hold_released
 from dprelease.weights.logistic_stream import STREAMING_WEIGHTS, estimate_streaming
 
 
@@ -86,7 +87,9 @@ def estimate_weights(
     """The weights of the synthetic rows with their share of the budget; on the chunked path
     the real rows are re-read in chunks (or not at all, for `none`)."""
     method = plan.config.weights
-    options: dict[str, Any] = weights_options(method, plan.config.weights_options, plan.encoder)
+    options: dict[str, Any] = weights_options(
+        method, plan.config.weights_options, plan.encoder, plan.generator
+    )
     if method == "discriminator":
         options["discriminator"] = fitted.discriminator
     budget = {
@@ -117,9 +120,14 @@ def run_mechanisms(
     return SyntheticOutcome(fitted.spends, fitted.measurements, synthetic, estimate)
 
 
-def diagnose(plan: SyntheticPlan, estimate: weight_methods.WeightEstimate) -> PsisResult:
-    """PSIS of the (tempered) DP weights, given the method's certified bound on them."""
-    return diagnose_weights(estimate.log_weights, plan.config.temper, estimate.log_weight_max)
+def diagnose(
+    plan: SyntheticPlan, estimate: weight_methods.WeightEstimate, synthetic: np.ndarray
+) -> PsisResult:
+    """PSIS of the (tempered) DP weights, given the method's certified bound on them; weights
+    that hold the generator's one-way margins are raked back to them after the tempering and
+    smoothing (`weights.held_margins.hold_released`)."""
+    result = diagnose_weights(estimate.log_weights, plan.config.temper, estimate.log_weight_max)
+    return hold_released(result, plan.encoder, synthetic, estimate.details.get("held_margins"))
 
 
 def load_real(plan: SyntheticPlan, source: Source) -> RealRows:
@@ -136,10 +144,16 @@ def synthetic_bundle(
 ) -> ReleaseBundle:
     """The PSIS gate (exit 4 unless allowed), the decoded synthetic rows with their DP
     weights, and the PSIS diagnostics."""
-    diagnostics = diagnose(plan, outcome.estimate)
+    diagnostics = diagnose(plan, outcome.estimate, outcome.synthetic)
     require_reliable(diagnostics, plan.config.allow_unreliable_weights)
     configuration = plan.configuration()
     configuration["weights"].update(outcome.estimate.details)
+    configuration["weights"]["released_held_margin_shift"] = held_shift(
+        diagnostics.log_weights,
+        plan.encoder,
+        outcome.synthetic,
+        outcome.estimate.details.get("held_margins"),
+    )
     synthetic = decode_synthetic(plan.encoder, outcome.synthetic)
     log_weights = outcome.estimate.log_weights
     weights = normalised_weights(diagnostics.log_weights)

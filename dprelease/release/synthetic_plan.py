@@ -203,7 +203,7 @@ def plan_release(
             f"generator {config.generator!r} has no probabilistic discriminator; choose "
             "another weights method or a DP-GAN generator"
         )
-    weights_plan = _plan_weights(config, weights_budget, encoder, config.n_synthetic)
+    weights_plan = _plan_weights(config, weights_budget, encoder, config.n_synthetic, generator)
     return SyntheticPlan(
         schema=schema,
         config=config,
@@ -233,7 +233,11 @@ def _weights_fraction(config: SyntheticConfig) -> float:
 
 
 def _plan_weights(
-    config: SyntheticConfig, budget: Spend, encoder: Encoder, n_synthetic: int
+    config: SyntheticConfig,
+    budget: Spend,
+    encoder: Encoder,
+    n_synthetic: int,
+    generator: Generator | None = None,
 ) -> dict:
     if config.weights in BUDGET_FREE_WEIGHTS:
         return {"mechanism": "none" if config.weights == "none" else "post-processing"}
@@ -251,7 +255,7 @@ def _plan_weights(
         budget.delta,
         encoder.width,
         n_synthetic,
-        **weights_options(config.weights, config.weights_options, encoder),
+        **weights_options(config.weights, config.weights_options, encoder, generator),
     )
 
 
@@ -260,9 +264,16 @@ def default_n_synthetic(schema: Schema) -> int:
     return max(schema.max_rows or 0, DEFAULT_N_SYNTHETIC)
 
 
-def weights_options(method: str, options: dict, encoder: Encoder) -> dict:
+def weights_options(
+    method: str, options: dict, encoder: Encoder, generator: Generator | None = None
+) -> dict:
     """The weight method's options, with the public encoder for methods whose feature map
-    is built from the schema's columns (`weight_methods.ENCODER_METHODS`)."""
-    if method in weight_methods.ENCODER_METHODS:
-        return {**options, "encoder": encoder}
-    return dict(options)
+    is built from the schema's columns (`weight_methods.ENCODER_METHODS`); the calibration
+    weights also get the generator's public bins, the cells of the one-way margins they
+    hold (unless the options name them)."""
+    if method not in weight_methods.ENCODER_METHODS:
+        return dict(options)
+    held = {}
+    if method == "calibration" and isinstance(getattr(generator, "bins", None), int):
+        held = {"margin_bins": generator.bins}
+    return {**held, **options, "encoder": encoder}

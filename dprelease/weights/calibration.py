@@ -14,17 +14,32 @@ are (target, column) for every other column when the schema names a `target` (th
 model), else every pair of columns.
 phi(x) holds the constant 1 and, for every pair, the indicator of x's joint cell. Each row
 activates exactly k = 1 + (number of pairs) indicators whatever the cut points, so
-||phi(x)||_2 = sqrt(k) and ||phi(x)||_1 = k for every x: a public constant.
+||phi(x)||_2 = sqrt(k) and ||phi(x)||_1 = k for every x: a public constant. When the
+schema names a target, phi(x) also holds the target model's moments t(x) = c y z (target x
+each feature; `weights/target_moments.py`, issue 18) with public bounds ||t||_2^2 <= M2 and
+||t||_1 <= M1 from the schema, so that weighted least squares on the synthetic rows solves
+the DP sufficient statistics' normal equations.
 
 Mechanism (the only step that reads the real rows). S = sum over real rows of phi(x_i), plus
 noise on every coordinate: Gaussian N(0, sigma^2), sigma from the analytic Gaussian mechanism
-(Balle and Wang 2018) for L2 sensitivity sqrt(k), when the weights' delta > 0; Laplace of scale
-k / epsilon (L1 sensitivity k) for pure epsilon. Adding or removing one row changes S by exactly
+(Balle and Wang 2018) for L2 sensitivity sqrt(k + M2), when the weights' delta > 0; Laplace
+of scale (k + M1) / epsilon (L1 sensitivity k + M1) for pure epsilon. The budget split
+between the pair tables and the moments is public: their shares k / (k + M2) and
+M2 / (k + M2) of the squared sensitivity (`budget_split` in the record; c =
+`moment_scale` sets it). Adding or removing one row changes S by exactly
 phi(x) (docs/privacy-model.md section 1), so S is (epsilon, delta)-DP (resp. epsilon-DP). The noisy
 count is the constant feature's coordinate S_0; no count is calibrated from, or published as,
 the real N_D. The real rows may arrive as one matrix or as chunks (the streaming release).
 
-Everything after S is post-processing of S and the public synthetic rows x_1..x_N (N = N_G):
+Everything after S is post-processing of S and the public synthetic rows x_1..x_N (N = N_G;
+`weights/calibration_fit.py`):
+- the generator's one-way margins over its public cells (`margin_bins`, the generator's
+  bins) are held: equality constraints of the tilt, and raking back to them after every
+  tempering, here and in the release (`weights/held_margins.py`): the weighted one-way
+  shares equal the unweighted ones within `HELD_TOLERANCE`, so no measured one-way margin
+  is farther from the generator's DP measurement than the unweighted rows (issue 18: on the
+  census deployment tempering had moved the target's share from 41.5 % to 37.1 %);
+- the moments' targets S_t / S_0, with the same delta-method variance as the tables;
 - noisy two-way tables T = S_pair / S_0, each raked (iterative proportional fitting; Deming
   and Stephan 1940) to the one-way margins of the synthetic rows: the margins stay those the
   generator measured (with most of the budget), only the dependence is corrected. Raking
@@ -84,7 +99,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import sparse
 
 from dprelease.errors import InputError
 from dprelease.privacy.accounting import NEIGHBOURING
@@ -103,34 +117,34 @@ from dprelease.weights.calibration_features import (
     FeatureMap,
     active_features,
     column_pairs,
-    log_weight_bound,
     target_position,
 )
-from dprelease.weights.tilting import (
-    as_sparse,
-    chi_square,
-    discrepancy_lambda,
-    distinct_rows,
-    ess,
-    temper_for_ess,
-    temper_for_psis,
-    tilted_means,
+from dprelease.weights.calibration_fit import (
+    DEFAULT_CHI2_SLACK,
+    DEFAULT_ESS_FLOOR,
+    DETAIL_KEYS,
+    Calibration,
+    calibrate,
+    rake,
+    raked_targets,
 )
+from dprelease.weights.held_margins import HeldMargins
+from dprelease.weights.target_moments import TargetMoments
+
+__all__ = [
+    "CALIBRATION", "DEFAULT_ESS_FLOOR", "DETAIL_KEYS", "Calibration", "CalibrationSettings",
+    "FeatureMap", "active_features", "calibrate", "rake", "raked_targets", "release_sums",
+]  # fmt: skip
 
 DEFAULT_BINS = 2
-DEFAULT_ESS_FLOOR = 0.7
-DEFAULT_CHI2_SLACK = 2.0
-MIN_NOISE_UNITS = 3.0  # flat weights unless the noisy count exceeds this many noise SDs
-ROWS_GUIDANCE = 5.0
+DEFAULT_MARGIN_BINS = 32  # the marginals generator's default bins (the release passes its own)
+# The tilt holds the one-way margins over at most this many equal-width bins (coarser than
+# the generator's cells), raking then holds the generator's own cells.
+# RAND HIE, marginals generator, epsilon 1, 3 seeds, beta-MSE: holding 32 bins in the tilt
+# 0.0061 / 0.0087 / 0.0039, holding 8 bins 0.0058 / 0.0063 / 0.0035 (benchmarks/weights.py).
+TILT_MARGIN_BINS = 8
+DEFAULT_MOMENT_SCALE = 1.0
 CHUNK_ROWS = 50_000
-RAKING_SWEEPS = 200
-RAKING_TOLERANCE = 1e-12
-# Every outcome records these keys (None where the step did not run), so the manifest's
-# structure never depends on a DP outcome.
-DETAIL_KEYS = (
-    "flat_reason", "guidance", "degrees_of_freedom", "chi2_unweighted_per_df",
-    "chi2_weighted_per_df", "lambda", "temper", "ess_fraction",
-)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -139,7 +153,18 @@ class CalibrationSettings:
     `bins` (coarse cells per numeric column), `pairs` ("target": target x column, "all":
     every pair; None: "target" when the schema names a target, else "all"), `ess_floor`
     (fraction of N_G), `chi2_slack` (standard deviations of the chi-square above df under
-    which the weights stay flat), `mechanism` (None: Gaussian when delta > 0, else Laplace)."""
+    which the weights stay flat), `mechanism` (None: Gaussian when delta > 0, else Laplace),
+    `moments` (also match the target's moments, `weights/target_moments.py`, when the
+    schema names a target), `moment_scale` (c: the moments' share of the budget),
+    `hold_margins` and `margin_bins` (hold the one-way margins over the generator's public
+    cells, `weights/held_margins.py`; the release passes its generator's bins)."""
+
+    def target_moments(self) -> TargetMoments | None:
+        """The moment map when the settings ask for one and the schema allows it."""
+        if not self.moments or target_position(self.encoder) is None:
+            return None
+        moments = TargetMoments(self.encoder, self.moment_scale)
+        return moments if moments.size else None
 
     encoder: Any = None
     bins: int = DEFAULT_BINS
@@ -147,6 +172,10 @@ class CalibrationSettings:
     ess_floor: float = DEFAULT_ESS_FLOOR
     chi2_slack: float = DEFAULT_CHI2_SLACK
     mechanism: str | None = None
+    moments: bool = True
+    moment_scale: float = DEFAULT_MOMENT_SCALE
+    hold_margins: bool = True
+    margin_bins: int = DEFAULT_MARGIN_BINS
 
     def __post_init__(self) -> None:
         from dprelease.encoding import Encoder
@@ -163,6 +192,8 @@ class CalibrationSettings:
             raise InputError("pairs='target' needs a schema with a `target` column")
         check_number("ess_floor", self.ess_floor, high=1.0)
         check_number("chi2_slack", self.chi2_slack, low=-1e-12, high=1e6)
+        check_number("moment_scale", self.moment_scale, high=1e6)
+        check_number("margin_bins", self.margin_bins, low=0, high=10_000, integer=True)
         if self.mechanism not in (None, "gaussian", "laplace"):
             raise InputError(f"mechanism must be 'gaussian' or 'laplace', got {self.mechanism!r}")
 
@@ -190,13 +221,15 @@ def _plan(req: PlanRequest) -> Plan:
             "release a delta or choose mechanism='laplace' (pure epsilon)"
         )
     active = active_features(s.encoder, s.pairs)
+    moments = s.target_moments()
+    squared = 0.0 if moments is None else moments.squared_sensitivity
     names = [column.name for column in s.encoder.columns]
     if mechanism == "gaussian":
-        sensitivity = math.sqrt(active)
+        sensitivity = math.sqrt(active + squared)
         scale = gaussian_sigma(sensitivity, epsilon, delta)
         description = Gaussian(scale, sensitivity)
     else:
-        sensitivity = float(active)
+        sensitivity = float(active + (0.0 if moments is None else moments.l1_sensitivity))
         scale = laplace_scale(sensitivity, epsilon)
         description = Laplace(scale, sensitivity)
         delta = 0.0
@@ -215,6 +248,21 @@ def _plan(req: PlanRequest) -> Plan:
             "pairs": [[names[a], names[b]] for a, b in column_pairs(s.encoder, s.pairs)],
             "edges": "quantiles of the synthetic sample (public)",
         },
+        "moments": None
+        if moments is None
+        else {
+            "query": "sums of c y z over the real rows (target x each feature)",
+            "count": moments.size,
+            "scale_c": moments.scale,
+            "squared_l2_bound": moments.squared_sensitivity,
+            "l1_bound": moments.l1_sensitivity,
+        },
+        "budget_split": _budget_split(mechanism, active, moments),
+        "held_margins": {
+            "bins": s.margin_bins,
+            "held": s.hold_margins,
+            "how": "equality constraints in the tilt, then raking after tempering",
+        },
         "targets": "noisy two-way tables raked to the synthetic one-way margins",
         "regularisation": "ridge on the dual, lambda by the discrepancy principle",
         "ess_floor": s.ess_floor,
@@ -223,6 +271,17 @@ def _plan(req: PlanRequest) -> Plan:
     }
     fixed = CalibrationPlan(mechanism, scale)
     return Plan(record, (s, fixed), epsilon_spent=epsilon, delta_spent=delta)
+
+
+def _budget_split(mechanism: str, active: int, moments: TargetMoments | None) -> dict:
+    """The public split of the weights' one mechanism between its blocks: each block's
+    share of the squared L2 (Gaussian) or the L1 (Laplace) sensitivity (one noise scale for
+    the whole vector, so a block's share is what it costs of the budget)."""
+    if moments is None:
+        return {"pair_tables": 1.0, "moments": 0.0}
+    extra = moments.squared_sensitivity if mechanism == "gaussian" else moments.l1_sensitivity
+    total = active + extra
+    return {"pair_tables": active / total, "moments": extra / total}
 
 
 def release_sums(
@@ -241,132 +300,17 @@ def release_sums(
         else real
     )
     width = features.encoder.width
-    sums = np.zeros(1 + sum(math.prod(shape) for shape in features.shapes))
+    sums = np.zeros(features.size)
     for chunk in chunks:
         sums += features.matrix(check_matrix("real", chunk, width)).sum(axis=0)
-    if plan.mechanism == "gaussian":
-        return noise.add_gaussian(sums, plan.scale, counts=True)
-    return noise.add_laplace(sums, plan.scale, counts=True)
-
-
-def rake(table: np.ndarray, rows: np.ndarray, columns: np.ndarray) -> np.ndarray:
-    """Iterative proportional fitting of a (noisy) two-way table of shares to the given row
-    and column margins (both summing to 1); cells start clipped at a tiny positive floor so
-    that negative noisy cells carry no sign into the fit. Cells in an empty margin stay 0."""
-    fitted = np.maximum(table, 1e-9)
-    fitted = fitted * (rows[:, None] > 0) * (columns[None, :] > 0)
-    for _ in range(RAKING_SWEEPS):
-        fitted *= _ratio(rows, fitted.sum(axis=1))[:, None]
-        fitted *= _ratio(columns, fitted.sum(axis=0))[None, :]
-        if np.abs(fitted.sum(axis=1) - rows).max() <= RAKING_TOLERANCE:
-            break
-    return fitted
-
-
-def _ratio(target: np.ndarray, current: np.ndarray) -> np.ndarray:
-    return np.divide(target, current, out=np.zeros_like(target), where=current > 0)
-
-
-@dataclass(frozen=True)
-class Calibration:
-    """The post-processed result: log weights, public facts about the fit, and a bound on
-    every log weight the tilt gives any row of the public domain (`log_weight_max`)."""
-
-    log_weights: np.ndarray
-    details: dict
-    log_weight_max: float = 0.0
-
-
-def raked_targets(
-    noisy_sums: np.ndarray, shapes: list[tuple[int, int]], synthetic_means: np.ndarray
-) -> tuple[np.ndarray, int]:
-    """Every pair's noisy table (sums / noisy count) raked to the synthetic margins, and the
-    degrees of freedom sum (r - 1)(c - 1) over the cells the synthetic rows occupy."""
-    count = float(noisy_sums[0])
-    targets = np.empty(synthetic_means.size)
-    df, offset = 0, 0
-    for shape in shapes:
-        cells = slice(offset, offset + math.prod(shape))
-        synthetic = synthetic_means[cells].reshape(shape)
-        rows, columns = synthetic.sum(axis=1), synthetic.sum(axis=0)
-        noisy = noisy_sums[1:][cells].reshape(shape) / count
-        targets[cells] = rake(noisy, rows, columns).ravel()
-        df += max(int((rows > 0).sum()) - 1, 0) * max(int((columns > 0).sum()) - 1, 0)
-        offset = cells.stop
-    return targets, df
-
-
-def calibrate(
-    noisy_sums: np.ndarray,
-    noise_variance: float,
-    phi_synthetic: np.ndarray | sparse.sparray,
-    shapes: list[tuple[int, int]],
-    *,
-    ess_floor: float = DEFAULT_ESS_FLOOR,
-    chi2_slack: float = DEFAULT_CHI2_SLACK,
-) -> Calibration:
-    """Post-processing: tilt the synthetic rows towards the raked noisy tables (module
-    docstring).
-
-    `noisy_sums[0]` is the constant feature (the noisy count); `phi_synthetic` the public
-    feature matrix of the synthetic rows with the constant in column 0, then the pairs'
-    tables of `shapes`, each flattened row-major.
-    """
-    phi, counts, row_of = distinct_rows(as_sparse(phi_synthetic))
-    phi = phi[:, 1:]  # the constant: no tilt
-    n_synthetic = row_of.size
-    count = float(noisy_sums[0])
-    flat = np.zeros(n_synthetic)
-    details: dict[str, Any] = dict.fromkeys(DETAIL_KEYS)
-    if count <= MIN_NOISE_UNITS * math.sqrt(noise_variance):
-        return Calibration(flat, details | {"flat_reason": "noisy count within the noise"})
-    if ROWS_GUIDANCE * count > n_synthetic:
-        details["guidance"] = (
-            f"fewer than {ROWS_GUIDANCE:g}x as many synthetic rows as (noisy) real rows: "
-            "release more synthetic rows (a free, public choice) for the weights to help"
-        )
-    synthetic_means = counts @ phi / n_synthetic
-    means, df = raked_targets(noisy_sums, shapes, synthetic_means)
-    variance = noise_variance * (1.0 + means**2) / count**2
-    second_moments = counts @ phi.multiply(phi) / n_synthetic
-    tilted = np.flatnonzero(second_moments - synthetic_means**2 > 1e-12)
-    phi, means, variance = phi[:, tilted], means[tilted], variance[tilted]
-    details["degrees_of_freedom"] = df
-    if df == 0:
-        return Calibration(flat, details | {"flat_reason": "no pair varies"})
-    chi2_flat = chi_square(means, variance, synthetic_means[tilted])
-    details["chi2_unweighted_per_df"] = chi2_flat / df
-    if chi2_flat <= df + chi2_slack * math.sqrt(2 * df):
-        return Calibration(
-            flat,
-            details
-            | {
-                "flat_reason": "synthetic data matches the noisy tables within the noise",
-                "chi2_weighted_per_df": chi2_flat / df,
-            },
-        )
-    lam, b = discrepancy_lambda(phi, means, variance, target=float(df), counts=counts)
-    log_weights = (phi @ b)[row_of]
-    bound = log_weight_bound(b, tilted, shapes)
-    temper = temper_for_psis(log_weights, temper_for_ess(log_weights, ess_floor), bound)
-    details["lambda"] = lam
-    if temper == 0.0:
-        return Calibration(
-            flat,
-            details
-            | {
-                "flat_reason": "no tempering gave weights PSIS calls reliable",
-                "chi2_weighted_per_df": chi2_flat / df,
-            },
-        )
-    log_weights = temper * log_weights
-    details |= {
-        "temper": temper,
-        "chi2_weighted_per_df": chi_square(means, variance, tilted_means(phi, temper * b, counts))
-        / df,
-        "ess_fraction": ess(log_weights) / n_synthetic,
-    }
-    return Calibration(log_weights, details, temper * bound)
+    # One mechanism on the whole vector: iid noise of the planned scale on every coordinate,
+    # drawn for the counts (rounded: post-processing) and the moments separately.
+    cells = features.size - features.moment_size
+    add = noise.add_gaussian if plan.mechanism == "gaussian" else noise.add_laplace
+    noisy = add(sums[:cells], plan.scale, counts=True)
+    if features.moment_size == 0:
+        return noisy
+    return np.concatenate([noisy, add(sums[cells:], plan.scale)])
 
 
 def _fit(
@@ -377,7 +321,14 @@ def _fit(
 ) -> tuple[np.ndarray, dict]:
     settings, fixed = plan.settings
     assert real is not None
-    features = FeatureMap(settings.encoder, settings.bins, settings.pairs, synthetic)
+    moments = settings.target_moments()
+    features = FeatureMap(settings.encoder, settings.bins, settings.pairs, synthetic, moments)
+    held = held_tilt = None
+    if settings.hold_margins:
+        held = HeldMargins(settings.encoder, settings.margin_bins, synthetic)
+        coarse = settings.margin_bins // max(1, math.ceil(settings.margin_bins / TILT_MARGIN_BINS))
+        if settings.margin_bins % coarse == 0 and coarse < settings.margin_bins:
+            held_tilt = HeldMargins(settings.encoder, coarse, synthetic)
     noisy_sums = release_sums(features, real, fixed, noise)
     result = calibrate(
         noisy_sums,
@@ -386,6 +337,9 @@ def _fit(
         features.shapes,
         ess_floor=settings.ess_floor,
         chi2_slack=settings.chi2_slack,
+        moments=moments,
+        held=held,
+        held_tilt=held_tilt,
     )
     return result.log_weights, {
         "calibration": result.details,

@@ -20,8 +20,16 @@ from scipy import sparse
 class FeatureMap:
     """phi: the constant, then the one-hot joint cell of every pair of columns."""
 
-    def __init__(self, encoder: Any, bins: int, pairs: str | None, synthetic: np.ndarray):
+    def __init__(
+        self,
+        encoder: Any,
+        bins: int,
+        pairs: str | None,
+        synthetic: np.ndarray,
+        moments: Any = None,
+    ) -> None:
         self.encoder = encoder
+        self.moments = moments  # `TargetMoments`: their columns follow the pair tables
         self.columns = list(encoder.columns)
         self.edges = [
             None if column.is_categorical else _quantile_edges(synthetic, column, bins)
@@ -50,6 +58,15 @@ class FeatureMap:
         return out
 
     @property
+    def moment_size(self) -> int:
+        return 0 if self.moments is None else self.moments.size
+
+    @property
+    def size(self) -> int:
+        """Coordinates of phi: the constant, every pair's cells, the moments."""
+        return 1 + sum(math.prod(shape) for shape in self.shapes) + self.moment_size
+
+    @property
     def shapes(self) -> list[tuple[int, int]]:
         """The cell counts (rows, columns) of every pair's two-way table, in phi's order."""
         return [(self.sizes[a], self.sizes[b]) for a, b in self.pairs]
@@ -65,7 +82,10 @@ class FeatureMap:
         indices = np.stack(columns, axis=1).ravel()
         indptr = np.arange(0, indices.size + 1, len(columns))
         data = np.ones(indices.size)
-        return sparse.csr_array((data, indices, indptr), shape=(x.shape[0], offset))
+        cells = sparse.csr_array((data, indices, indptr), shape=(x.shape[0], offset))
+        if self.moments is None:
+            return cells
+        return sparse.hstack([cells, self.moments.matrix(x)], format="csr")
 
 
 def target_position(encoder: Any) -> int | None:

@@ -1,0 +1,167 @@
+"""Calibration weights on top of a generator (issue 18): the target model's DP moments are
+matched, and the generator's measured one-way margins are never moved, tempering included.
+
+Tests depending on DP noise are seeded (test noise only, `seeded_noise`)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from dprelease.diagnostics import diagnose_weights
+from dprelease.encoding import Encoder
+from dprelease.generators import make_generator
+from dprelease.schema import Schema
+from dprelease.weights import estimate
+from dprelease.weights.calibration import CalibrationPlan, FeatureMap, calibrate, release_sums
+from dprelease.weights.held_margins import HELD_TOLERANCE, HeldMargins, hold_released
+from dprelease.weights.target_moments import TargetMoments
+
+
+def _schema(target_type: str) -> Schema:
+    target = (
+        {"type": "continuous", "min": 0, "max": 1}
+        if target_type == "numeric"
+        else {"type": "categorical", "categories": ["no", "yes"]}
+    )
+    return Schema.model_validate(
+        {
+            "dataset": "toy",
+            "budget": {"epsilon": 10.0, "delta": 1e-5},
+            "target": "y",
+            "columns": {
+                "x": {"type": "continuous", "min": 0, "max": 1},
+                "g": {"type": "categorical", "categories": ["a", "b", "c"]},
+                "y": target,
+            },
+        }
+    )
+
+
+NUMERIC = Encoder(_schema("numeric"))
+CATEGORICAL = Encoder(_schema("categorical"))
+
+
+def _numeric_rows(n: int, rng: np.random.Generator) -> np.ndarray:
+    """x uniform, g uniform, y = 0.3 + 0.5 (x - 0.5) + 0.1 [g = b] + noise, in [0, 1]."""
+    x, g = rng.random(n), rng.integers(0, 3, n)
+    y = np.clip(0.3 + 0.5 * (x - 0.5) + 0.1 * (g == 1) + rng.normal(0, 0.05, n), 0, 1)
+    out = np.zeros((n, NUMERIC.width))
+    out[:, 0], out[np.arange(n), 1 + g], out[:, 4] = x, 1, y
+    return out
+
+
+def _independent(real: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """What a generator of independent one-way margins gives: each column's values of the
+    real rows in its own random order (the margins kept, the dependence lost)."""
+    out = real.copy()
+    for column in NUMERIC.columns:
+        out[:, column.start : column.stop] = real[
+            rng.permutation(len(real)), column.start : column.stop
+        ]
+    return out
+
+
+def _categorical_rows(n: int, p: float, rng: np.random.Generator) -> np.ndarray:
+    """y = yes with probability p when x > 0.5 and 1 - p otherwise; share of yes 0.41."""
+    x, g = rng.random(n), rng.integers(0, 3, n)
+    yes = rng.random(n) < np.where(x > 0.5, p, 0.82 - p)
+    out = np.zeros((n, CATEGORICAL.width))
+    out[:, 0], out[np.arange(n), 1 + g], out[np.arange(n), 4 + yes] = x, 1, 1
+    return out
+
+
+def _slope(x: np.ndarray, w: np.ndarray) -> float:
+    """Weighted least squares of y on (1, x, g = b, g = c): the coefficient of x."""
+    design = np.column_stack([np.ones(len(x)), x[:, 0], x[:, 2], x[:, 3]])
+    sw = np.sqrt(w)[:, None]
+    return float(np.linalg.lstsq(design * sw, x[:, 4] * sw[:, 0], rcond=None)[0][1])
+
+
+def test_weighted_least_squares_matches_the_dp_moment_targets(seeded_noise):
+    rng = np.random.default_rng(0)
+    real = _numeric_rows(5_000, rng)
+    synthetic = _independent(np.tile(real, (2, 1)), rng)
+    moments = TargetMoments(NUMERIC, 1.0)
+    features = FeatureMap(NUMERIC, 2, None, synthetic, moments)
+    fixed = CalibrationPlan("gaussian", 5.0)
+    sums = release_sums(features, real, fixed, seeded_noise(0))
+    held = HeldMargins(NUMERIC, 32, synthetic)
+    result = calibrate(
+        sums, fixed.noise_variance, features.matrix(synthetic), features.shapes,
+        ess_floor=0.2, moments=moments, held=held,
+    )  # fmt: skip
+    w = np.exp(result.log_weights - result.log_weights.max())
+    # every moment E_w[y z] within 4 noise SDs of its DP target sum / noisy count
+    count = sums[0]
+    targets = sums[-moments.size :] / count
+    weighted = w @ moments.matrix(synthetic).toarray() / w.sum()
+    sd = math.sqrt(fixed.noise_variance) * np.sqrt(1 + targets**2) / count
+    assert np.all(np.abs(weighted - targets) <= 4 * sd)
+    assert result.details["chi2_weighted_per_df"] <= 1.0 + 1e-6  # the discrepancy rule
+    # so weighted least squares finds the real slope that the synthetic rows lost
+    assert _slope(synthetic, np.ones(len(w))) == pytest.approx(0.0, abs=0.02)
+    assert _slope(synthetic, w) == pytest.approx(_slope(real, np.ones(len(real))), abs=0.08)
+    assert held.max_shift(result.log_weights) <= HELD_TOLERANCE
+
+
+def test_numeric_target_schema_through_estimate(seeded_noise):
+    rng = np.random.default_rng(1)
+    real = _numeric_rows(5_000, rng)
+    synthetic = _independent(np.tile(real, (2, 1)), rng)
+    est = estimate(
+        "calibration", real, synthetic, epsilon=1.0, delta=1e-5, noise=seeded_noise(1),
+        encoder=NUMERIC,
+    )  # fmt: skip
+    # moments c y z: z = x and the levels b, c of g (level a is y minus them: held)
+    assert est.details["moments"]["count"] == 3
+    assert est.details["moments"]["squared_l2_bound"] == 2.0  # m - 1 other columns
+    assert est.details["sensitivity"] == pytest.approx(math.sqrt(1 + 2 + 2))
+    assert sum(est.details["budget_split"].values()) == pytest.approx(1.0)
+    assert est.details["calibration"]["flat_reason"] is None
+    assert _slope(synthetic, est.weights) > 0.2  # real 0.5, unweighted 0
+    held = HeldMargins(NUMERIC, 32, synthetic)
+    assert held.max_shift(est.log_weights) <= HELD_TOLERANCE
+
+
+def test_tempering_keeps_the_measured_one_way_margins(seeded_noise):
+    """The census symptom: tempering moved the target's share. Tempered weights (for the
+    ESS floor in the weights, and by the release's --temper after them) keep every measured
+    one-way margin, so they are never farther from the generator's DP measurement than the
+    unweighted rows; without holding, the same weights move the target's share."""
+    rng = np.random.default_rng(2)
+    real = _categorical_rows(5_000, 0.9, rng)
+    generator = make_generator("marginals", CATEGORICAL, 1.0, 0.0)
+    fitted = generator.fit(real, seeded_noise(2))
+    synthetic = fitted.sample(10_000, np.random.default_rng(2))
+    measured = fitted.state.probabilities  # the DP one-way histograms
+
+    def fit(**options):  # noqa: ANN003, ANN202
+        return estimate(
+            "calibration", real, synthetic, epsilon=1.0, delta=1e-5, noise=seeded_noise(3),
+            encoder=CATEGORICAL, ess_floor=0.9, **options,
+        )  # fmt: skip
+
+    held = HeldMargins(CATEGORICAL, generator.bins, synthetic)
+    est = fit()
+    assert est.details["calibration"]["temper"] < 1  # the ESS floor tempered them
+    released = hold_released(
+        diagnose_weights(est.log_weights, 0.5, est.log_weight_max),
+        CATEGORICAL, synthetic, est.details["held_margins"],
+    )  # fmt: skip
+    for log_weights in (est.log_weights, released.log_weights):
+        assert held.max_shift(log_weights) <= HELD_TOLERANCE
+        weighted, unweighted = held.weighted_shares(log_weights), held.shares
+        for w, u, m in zip(weighted, unweighted, measured, strict=True):
+            assert 0.5 * np.abs(w - m).sum() <= 0.5 * np.abs(u - m).sum() + HELD_TOLERANCE
+    # the interaction is still corrected: P(yes | x > 0.5) moves towards the real 0.9
+    high, yes = synthetic[:, 0] > 0.5, synthetic[:, 5] == 1
+    w = np.exp(released.log_weights - released.log_weights.max())
+    assert np.sum(w * (high & yes)) / np.sum(w * high) > np.mean(yes[high]) + 0.05
+    # without holding the margins the tilt and the tempering move the target's share
+    loose = fit(hold_margins=False)
+    tempered = 0.5 * loose.log_weights
+    assert held.max_shift(tempered) > 100 * HELD_TOLERANCE
+    assert held.max_shift(loose.log_weights) > 100 * HELD_TOLERANCE
