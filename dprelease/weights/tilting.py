@@ -220,8 +220,8 @@ def temper_for_psis(
 ) -> float:
     """The largest t = temper * PSIS_TEMPER_STEP^j (j = 0, 1, ...) at which the release's
     gate (`diagnose_weights`, with the certified bound `log_weight_max` on log_weights, None
-    when the method certifies none) does
-    not call t * log_weights unreliable; 0 (flat weights) when none above MIN_TEMPER does.
+    when the method certifies none) does not call t * log_weights unreliable; 0 (flat
+    weights) when none above MIN_TEMPER does.
 
     With `rake`, the tempered weights are raked back to the held margins before the gate
     judges them. Post-processing of DP weights (no privacy cost). Unchanged (`temper`) when
@@ -232,7 +232,7 @@ def temper_for_psis(
         return temper
     while temper >= MIN_TEMPER:
         candidate, growth = tempered(log_weights, temper, rake)
-        bound = temper * log_weight_max + growth
+        bound = None if log_weight_max is None else temper * log_weight_max + growth
         if diagnose_weights(candidate, 1.0, bound).verdict != "unreliable":
             return temper
         temper *= PSIS_TEMPER_STEP
