@@ -91,22 +91,30 @@ def flip_table(out_dir: Path) -> None:
     plt.close(figure)
 
 
-def toy_embeddings(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One data set: theta_t (T, 5), the real feature sum, the T simulated mean embeddings."""
-    check = SimulatorCheck(load_model(MODEL), load_schema(SCHEMA))
+def simulated_embeddings(
+    check: SimulatorCheck, truth: np.ndarray, rows: int, draws: int, seed: int, batch: int = 50
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One data set of `rows` rows simulated at `truth`: theta_t (draws from the prior), the
+    real feature sum and the simulated mean embeddings (also benchmarks/abcdp_calibration.py)."""
     data_rng, prior_rng, feature_rng = (
         np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(3)
     )
-    real = check.simulate(TRUE_THETA[None, :], N_ROWS, data_rng)[0]
+    real = check.simulate(truth[None, :], rows, data_rng)[0]
     features = RandomFourierFeatures(1, N_FEATURES, BANDWIDTH, feature_rng)
-    theta = check.prior(prior_rng, N_DRAWS)
+    theta = check.prior(prior_rng, draws)
     embeddings = np.vstack(
         [
-            features.mean_embeddings(check.simulate(theta[i : i + 50], N_ROWS, prior_rng))
-            for i in range(0, N_DRAWS, 50)
+            features.mean_embeddings(check.simulate(theta[i : i + batch], rows, prior_rng))
+            for i in range(0, draws, batch)
         ]
     )
     return theta, features.feature_sum(real), embeddings
+
+
+def toy_embeddings(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One data set: theta_t (T, 5), the real feature sum, the T simulated mean embeddings."""
+    check = SimulatorCheck(load_model(MODEL), load_schema(SCHEMA))
+    return simulated_embeddings(check, TRUE_THETA, N_ROWS, N_DRAWS, seed)
 
 
 def error_of(theta: np.ndarray, accepted: tuple[int, ...]) -> float:

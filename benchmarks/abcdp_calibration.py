@@ -33,10 +33,10 @@ import os
 import time
 
 import numpy as np
+from abcdp import N_FEATURES, simulated_embeddings
 from scipy import stats
 from scipy.spatial.distance import cdist
 
-from dprelease.inference.abcdp.kernel import RandomFourierFeatures
 from dprelease.inference.abcdp.model import SimulatorCheck, load_model
 from dprelease.inference.abcdp.reference import exact_acceptance
 from dprelease.inference.abcdp.summary import kl_test
@@ -48,27 +48,15 @@ from dprelease.schema import load_schema
 MODEL = "data/models/toy_mixture.py:DirichletUniformMixture"
 SCHEMA = "data/models/toy_mixture.yaml"
 SBC_ROWS, SBC_DRAWS, SBC_C, SBC_THRESHOLD = 1000, 1000, 10, 0.15
-N_FEATURES, BANDWIDTH = 100, 0.12
 SBC_EPSILONS = (0.1, 1.0, 10.0, 100.0)
 N_MIN = 20  # the default refusal of a small DP count
 
 
 def sbc_dataset(check: SimulatorCheck, seed: int):
     """theta*, the T prior draws, the real feature sum and the T simulated mean embeddings."""
-    star_rng, data_rng, feature_rng, prior_rng = (
-        np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(4)
-    )
+    star_rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(4)[0])
     star = check.prior(star_rng, 1)[0]
-    real = check.simulate(star[None, :], SBC_ROWS, data_rng)[0]
-    features = RandomFourierFeatures(1, N_FEATURES, BANDWIDTH, feature_rng)
-    theta = check.prior(prior_rng, SBC_DRAWS)
-    embeddings = np.vstack(
-        [
-            features.mean_embeddings(check.simulate(theta[i : i + 100], SBC_ROWS, prior_rng))
-            for i in range(0, SBC_DRAWS, 100)
-        ]
-    )
-    return star, theta, features.feature_sum(real), embeddings
+    return (star, *simulated_embeddings(check, star, SBC_ROWS, SBC_DRAWS, seed + 1, batch=100))
 
 
 def ranks(star: np.ndarray, accepted: np.ndarray, jitter: np.ndarray) -> np.ndarray:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import yaml
@@ -73,3 +74,18 @@ def build_release(
         ledger_url=ledger_url or f"sqlite:///{out / 'ledger.sqlite'}",
         noise=SeededNoise(seed),
     )
+
+
+def publish_table(out: Path, schema: Schema, config: SyntheticConfig, table) -> tuple[Path, dict]:
+    """Publish `table` under `config` into `out` with a throwaway ledger and seeded test noise;
+    return the release directory and its manifest."""
+    release = publish(
+        SYNTHETIC_PIPELINE,
+        schema,
+        config,
+        table,
+        out_dir=out / "releases",
+        ledger_url=f"sqlite:///{out / 'ledger.sqlite'}",
+        noise=SeededNoise(0),
+    )
+    return release, json.loads((release / "manifest.json").read_text())

@@ -20,7 +20,8 @@ from dprelease.weights.held_margins import HELD_TOLERANCE, HeldMargins, hold_rel
 from dprelease.weights.target_moments import TargetMoments
 
 
-def _schema(target_type: str) -> Schema:
+def toy_schema(target_type: str) -> Schema:
+    """x continuous, g categorical and the target y, numeric or categorical."""
     target = (
         {"type": "continuous", "min": 0, "max": 1}
         if target_type == "numeric"
@@ -40,8 +41,8 @@ def _schema(target_type: str) -> Schema:
     )
 
 
-NUMERIC = Encoder(_schema("numeric"))
-CATEGORICAL = Encoder(_schema("categorical"))
+NUMERIC = Encoder(toy_schema("numeric"))
+CATEGORICAL = Encoder(toy_schema("categorical"))
 
 
 def _numeric_rows(n: int, rng: np.random.Generator) -> np.ndarray:

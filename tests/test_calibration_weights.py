@@ -8,12 +8,12 @@ import math
 import numpy as np
 import pytest
 from scipy.special import softmax
+from test_calibration_moments import toy_schema
 
 from dprelease.diagnostics import psis
 from dprelease.encoding import Encoder
 from dprelease.errors import InputError
 from dprelease.privacy.calibration import gaussian_sigma, laplace_scale
-from dprelease.schema import Schema
 from dprelease.weights import estimate, plan
 from dprelease.weights.calibration import (
     DEFAULT_ESS_FLOOR,
@@ -39,18 +39,7 @@ from dprelease.weights.tilting import (
     tilted_means,
 )
 
-SCHEMA = Schema.model_validate(
-    {
-        "dataset": "toy",
-        "budget": {"epsilon": 10.0, "delta": 1e-5},
-        "target": "y",
-        "columns": {
-            "x": {"type": "continuous", "min": 0, "max": 1},
-            "g": {"type": "categorical", "categories": ["a", "b", "c"]},
-            "y": {"type": "categorical", "categories": ["no", "yes"]},
-        },
-    }
-)
+SCHEMA = toy_schema("categorical")
 ENCODER = Encoder(SCHEMA)
 
 

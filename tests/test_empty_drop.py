@@ -5,19 +5,15 @@ reservation."""
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import SeededNoise
 from release_fixtures import TINY_SCHEMA as SCHEMA
+from release_fixtures import publish_table
 
 from dprelease.config import SyntheticConfig
 from dprelease.encoding import Encoder
 from dprelease.generators.mbi import MST
-from dprelease.release.pipeline import publish
-from dprelease.release.synthetic import SYNTHETIC_PIPELINE
 
 EMPTY = pd.DataFrame(
     {
@@ -61,16 +57,7 @@ def test_an_empty_table_publishes_under_drop(generator, weights, tmp_path):
         # The PSIS gate judges DP outputs only (post-processing), not the table: out of scope.
         allow_unreliable_weights=True,
     )
-    release = publish(
-        SYNTHETIC_PIPELINE,
-        SCHEMA,
-        config,
-        EMPTY,
-        out_dir=tmp_path / "releases",
-        ledger_url=f"sqlite:///{tmp_path / 'ledger.sqlite'}",
-        noise=SeededNoise(0),
-    )
-    manifest = json.loads((release / "manifest.json").read_text())
+    _, manifest = publish_table(tmp_path, SCHEMA, config, EMPTY)
     assert manifest["n_synthetic"] == 200
     assert "does not depend on any one row" in manifest["privacy_statement"]
 

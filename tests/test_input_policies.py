@@ -4,19 +4,14 @@ privacy statement, the report and stderr name the policy that applied, never how
 
 from __future__ import annotations
 
-import json
-
 import pandas as pd
 import pytest
-from conftest import SeededNoise
-from release_fixtures import TINY_SCHEMA
+from release_fixtures import TINY_SCHEMA, publish_table
 
 from dprelease.config import InputPolicy, SyntheticConfig
 from dprelease.errors import InputError
 from dprelease.io.stream import load_validated
 from dprelease.release.files import REPORT_FILE
-from dprelease.release.pipeline import publish
-from dprelease.release.synthetic import SYNTHETIC_PIPELINE
 
 TABLE = pd.DataFrame({"x": [0.5, 7.0, 0.2], "k": [1, 2, 3], "y": ["a", "b", "a"]})
 
@@ -36,16 +31,7 @@ def _release(tmp_path, **policy: str) -> tuple[dict, str]:
     config = SyntheticConfig(
         epsilon=1.0, weights="none", n_synthetic=100, allow_unreliable_weights=True, **policy
     )
-    release = publish(
-        SYNTHETIC_PIPELINE,
-        TINY_SCHEMA,
-        config,
-        TABLE,
-        out_dir=tmp_path / "releases",
-        ledger_url=f"sqlite:///{tmp_path / 'ledger.sqlite'}",
-        noise=SeededNoise(0),
-    )
-    manifest = json.loads((release / "manifest.json").read_text())
+    release, manifest = publish_table(tmp_path, TINY_SCHEMA, config, TABLE)
     return manifest, (release / REPORT_FILE).read_text()
 
 
