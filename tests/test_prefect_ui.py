@@ -79,7 +79,7 @@ def test_a_release_is_findable_in_the_ui(prefect_server, tmp_path):
     assert "path/to/" not in report and f"dprelease verify {directory.as_posix()}" in report
     rows = by_key["ledger-totals-ui-test"].data
     rows = yaml.safe_load(rows) if isinstance(rows, str) else rows
-    assert [row["accountant"] for row in rows] == ["rdp", "basic", "pld"]
+    assert [row["accountant"] for row in rows] == ["rdp", "basic", "rdp-all-orders"]  # zCDP (pgm)
     assert rows[0]["role"] == "enforces the cap"
     for row in rows:  # rounded for people: no float noise such as 1.6666666666666668e-07
         for column in ("spent epsilon", "spent delta", "cap epsilon", "cap delta"):

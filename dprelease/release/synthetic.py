@@ -42,7 +42,7 @@ from dprelease.release.pipeline import Pipeline, Source, Step
 from dprelease.release.report.synthetic import write_report
 from dprelease.release.synthetic_plan import SyntheticPlan, plan_release, weights_options
 from dprelease.release.writer import LedgerRecord, ReleaseBundle
-from dprelease.weights.held_margins import held_shift, hold_released
+from dprelease.weights.held_margins import held_shift
 from dprelease.weights.logistic_stream import STREAMING_WEIGHTS, estimate_streaming
 
 
@@ -123,11 +123,14 @@ def run_mechanisms(
 def diagnose(
     plan: SyntheticPlan, estimate: weight_methods.WeightEstimate, synthetic: np.ndarray
 ) -> PsisResult:
-    """PSIS of the (tempered) DP weights, given the method's certified bound on them; weights
-    that hold the generator's one-way margins are raked back to them after the tempering and
-    smoothing (`weights.held_margins.hold_released`)."""
-    result = diagnose_weights(estimate.log_weights, plan.config.temper, estimate.log_weight_max)
-    return hold_released(result, plan.encoder, synthetic, estimate.details.get("held_margins"))
+    """PSIS of the (tempered) DP weights, given the method's certified bound on them.
+
+    Calibration weights arrive raked to the generator's one-way margins after their own
+    tempering (`weights.calibration_fit`). They are not raked again after the release's
+    `--temper` and Pareto smoothing: `weight` must stay the smoothed `log_weight` for
+    `dprelease verify`. Smoothing moves only the upper tail; the manifest records the shift
+    it leaves (`released_held_margin_shift`)."""
+    return diagnose_weights(estimate.log_weights, plan.config.temper, estimate.log_weight_max)
 
 
 def load_real(plan: SyntheticPlan, source: Source) -> RealRows:
