@@ -21,7 +21,7 @@ from typing import Any
 from prefect import flow, task
 
 from dprelease.errors import InputError
-from dprelease.privacy.ledger import resolve_ledger_url
+from dprelease.privacy.ledger_location import resolve_ledger_url
 from flows.evaluate import task_runner
 from tasks import NO_PERSISTENCE, ends_cleanly
 

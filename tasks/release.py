@@ -14,7 +14,7 @@ from typing import Any
 
 from prefect import get_run_logger
 
-from dprelease.privacy.ledger import resolve_ledger_url, shown_url
+from dprelease.privacy.ledger_location import resolve_ledger_url, shown_url
 from dprelease.release.files import MANIFEST_FILE
 from dprelease.release.pipeline import Pipeline, publish
 from tasks import prefect_step

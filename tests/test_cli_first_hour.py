@@ -20,7 +20,8 @@ from dprelease.config import InputPolicy, SyntheticConfig
 from dprelease.datasets import census_like
 from dprelease.io.stream import load_validated
 from dprelease.privacy.accounting import default_delta
-from dprelease.privacy.ledger import Ledger, resolve_ledger_url
+from dprelease.privacy.ledger import Ledger
+from dprelease.privacy.ledger_location import resolve_ledger_url
 from dprelease.release.report.common import human
 from dprelease.release.synthetic_plan import resolve_defaults
 from dprelease.schema import Schema, load_schema

@@ -14,7 +14,8 @@ from dprelease.errors import BudgetExceededError, InputError
 from dprelease.privacy.accountants import compose_history, releases_that_fit
 from dprelease.privacy.accounting import Cap, PlannedSpend, Spend
 from dprelease.privacy.calibration import gaussian_sigma
-from dprelease.privacy.ledger import Ledger, resolve_ledger_url
+from dprelease.privacy.ledger import Ledger
+from dprelease.privacy.ledger_location import resolve_ledger_url
 from dprelease.privacy.ledger_tables import datasets
 from dprelease.privacy.ledger_view import ledger_summary_lines
 from dprelease.privacy.mechanisms import ZCDP, Gaussian, Laplace, PoissonSubsampledGaussian

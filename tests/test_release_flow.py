@@ -20,7 +20,8 @@ from typer.testing import CliRunner
 
 from dprelease.cli.app import app
 from dprelease.datasets import census_like
-from dprelease.privacy.ledger import Ledger, resolve_ledger_url
+from dprelease.privacy.ledger import Ledger
+from dprelease.privacy.ledger_location import resolve_ledger_url
 from dprelease.release.synthetic_plan import DEFAULT_N_SYNTHETIC
 
 ROOT = Path(__file__).parent.parent

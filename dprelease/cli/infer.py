@@ -14,7 +14,7 @@ import typer
 from dprelease.cli import support
 from dprelease.config import MEDIAN_PRIOR, ABCDPConfig, InvalidRows, TruncationConfig, parse_config
 from dprelease.errors import InputError
-from dprelease.privacy.ledger import resolve_ledger_url
+from dprelease.privacy.ledger_location import resolve_ledger_url
 
 infer_app = typer.Typer(
     help="DP posterior inference releases: online estimation with adaptive truncation, ABCDP.",

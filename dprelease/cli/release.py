@@ -15,7 +15,7 @@ import typer
 from dprelease.cli import support
 from dprelease.config import InvalidRows, OutOfBounds, SyntheticConfig, parse_config
 from dprelease.generators import GENERATORS
-from dprelease.privacy.ledger import resolve_ledger_url
+from dprelease.privacy.ledger_location import resolve_ledger_url
 from dprelease.release.synthetic_plan import (
     DEFAULT_GENERATOR,
     DEFAULT_WEIGHTS,

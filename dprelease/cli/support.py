@@ -36,7 +36,8 @@ from rich.console import Console
 from dprelease.config import InputPolicy, InvalidRows, OutOfBounds
 from dprelease.errors import DPReleaseError
 from dprelease.io.stream import preflight
-from dprelease.privacy.ledger import LEDGER_URL_ENV, Ledger, shown_url
+from dprelease.privacy.ledger import Ledger
+from dprelease.privacy.ledger_location import LEDGER_URL_ENV, shown_url
 from dprelease.release.files import MANIFEST_FILE
 from dprelease.release.pipeline import (
     DuplicateReleaseWarning,

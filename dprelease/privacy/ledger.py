@@ -44,11 +44,9 @@ mechanism): milliseconds for a 100-entry history (benchmarks/accounting.py).
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 
 from sqlalchemy import insert, select, update
 from sqlalchemy.engine import Connection, Row
@@ -413,35 +411,3 @@ def _iso(moment: datetime | None) -> str | None:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return moment.isoformat()
-
-
-LEDGER_URL_ENV = "DPRELEASE_LEDGER_URL"
-HOME_ENV = "DPRELEASE_HOME"
-IN_MEMORY_URL = "sqlite://"
-
-
-def default_home() -> Path:
-    """The per-installation data directory: $DPRELEASE_HOME, else $XDG_DATA_HOME/dprelease,
-    else ~/.local/share/dprelease. Independent of --out and the working directory."""
-    if os.environ.get(HOME_ENV):
-        return Path(os.environ[HOME_ENV]).expanduser().resolve()
-    data_home = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
-    return Path(data_home).expanduser().resolve() / "dprelease"
-
-
-def resolve_ledger_url(ledger_url: str | None = None) -> str:
-    """--ledger, else $DPRELEASE_LEDGER_URL, else the SQLite file `ledger.sqlite` in
-    `default_home()`. A dataset's lifetime cap lives in one ledger, so the default never
-    depends on the output directory (a fresh `--out` must not mean a fresh budget)."""
-    return (
-        ledger_url
-        or os.environ.get(LEDGER_URL_ENV)
-        or f"sqlite:///{default_home() / 'ledger.sqlite'}"
-    )
-
-
-def shown_url(ledger_url: str) -> str:
-    """The ledger's URL as messages and logs show it: without its password."""
-    from sqlalchemy.engine import make_url
-
-    return make_url(ledger_url).render_as_string(hide_password=True)

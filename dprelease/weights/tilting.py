@@ -203,7 +203,7 @@ def temper_for_ess(log_weights: np.ndarray, floor: float, rake: Rake | None = No
     if ess(tempered(log_weights, 1.0, rake)[0]) >= floor * n:
         return 1.0
     low, high = 0.0, 1.0
-    for _ in range(50 if rake is None else 8):  # raked: t to 1/256, each step one raking
+    for _ in range(50 if rake is None else 12):  # raked: t to 1/4096, each step one raking
         middle = 0.5 * (low + high)
         if ess(tempered(log_weights, middle, rake)[0]) >= floor * n:
             low = middle
