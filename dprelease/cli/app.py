@@ -31,8 +31,5 @@ app.add_typer(ledger_app, name="ledger")
 app.add_typer(infer_app, name="infer")
 app.command("verify", epilog=VERIFY_EXIT_CODES)(verify_command)
 
-if __name__ == "__main__":
-    from dprelease.cli.main import tune_gc
-
-    tune_gc()
+if __name__ == "__main__":  # `python -m dprelease.cli.main` also tunes the collector
     app()

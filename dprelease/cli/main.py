@@ -31,3 +31,7 @@ def main() -> None:
     from dprelease.cli.app import app
 
     app()
+
+
+if __name__ == "__main__":
+    main()

@@ -290,7 +290,7 @@ class DPGAN(Generator):
     def build_networks(self) -> tuple[TabularGenerator, torch.nn.Module]:
         import torch
 
-        from dprelease.generators import tabular_nets as nets
+        import dprelease.generators.tabular_nets as nets
 
         seed = secrets.randbits(63) if self.options.seed is None else self.options.seed
         features = self.feature_map()

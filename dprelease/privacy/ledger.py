@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 
 from sqlalchemy import insert, select, update
@@ -70,6 +69,7 @@ from dprelease.privacy.accounting import (
     compose,
 )
 from dprelease.privacy.guarantees import check_guarantee
+from dprelease.privacy.ledger_tables import LedgerEntry
 from dprelease.privacy.ledger_tables import add_missing_columns as _add_missing_columns
 from dprelease.privacy.ledger_tables import datasets as _datasets
 from dprelease.privacy.ledger_tables import entries as _entries
@@ -79,27 +79,6 @@ from dprelease.privacy.mechanisms import KIND_KEY, ApproxDP, mechanism_from_dict
 
 RESERVED = "reserved"
 SPENT = "spent"
-
-
-@dataclass(frozen=True)
-class LedgerEntry:
-    """One mechanism's spend on one dataset."""
-
-    id: int
-    dataset: str
-    release_id: str
-    mechanism: str
-    epsilon: float
-    delta: float
-    neighbouring: str
-    params: dict
-    status: str
-    reserved_at: str
-    committed_at: str | None
-    description: dict | None = None  # JSON form of its mechanisms.Mechanism
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 class Ledger:

@@ -10,6 +10,7 @@ lock); PostgreSQL uses row locks (``SELECT ... FOR UPDATE``) taken by the ledger
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from sqlalchemy import (
@@ -98,3 +99,24 @@ def make_engine(url: str) -> Engine:
         connection.exec_driver_sql("BEGIN IMMEDIATE")
 
     return engine
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    """One mechanism's spend on one dataset."""
+
+    id: int
+    dataset: str
+    release_id: str
+    mechanism: str
+    epsilon: float
+    delta: float
+    neighbouring: str
+    params: dict
+    status: str
+    reserved_at: str
+    committed_at: str | None
+    description: dict | None = None  # JSON form of its mechanisms.Mechanism
+
+    def as_dict(self) -> dict:
+        return asdict(self)

@@ -31,7 +31,7 @@ from dprelease.privacy.accountants import (
     releases_that_fit,
 )
 from dprelease.privacy.accounting import Cap, Spend, compose
-from dprelease.privacy.ledger import LedgerEntry
+from dprelease.privacy.ledger_tables import LedgerEntry
 
 
 def _pair(spend: Spend) -> dict:

@@ -45,7 +45,7 @@ from dprelease.privacy.accountants import (
     compose_history,
 )
 from dprelease.privacy.accounting import NEIGHBOURING, Cap, Spend, cap_delta_warning, compose
-from dprelease.privacy.ledger import LedgerEntry
+from dprelease.privacy.ledger_tables import LedgerEntry
 from dprelease.release.files import LEDGER_FILE, MANIFEST_FILE, REPORT_FILE
 
 VERSIONED_PACKAGES = (
