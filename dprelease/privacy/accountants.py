@@ -154,14 +154,24 @@ def releases_that_fit(
     cap: Spend,
     accountant: str = DEFAULT_ACCOUNTANT,
 ) -> int:
-    """How many more releases spending exactly `release` the cap admits after `history`."""
+    """How many more releases spending exactly `release` the cap admits after `history`:
+    the largest k at which `compose_history(history + k copies of release)` fits the cap,
+    found by doubling then bisection; each step composes the copies by multiplicity
+    (sums for basic, `filter_spend`'s counts for rdp), in time independent of k."""
     if not release:
         return 0
     if compose(release) == Spend(0.0, 0.0):
         return MAX_RELEASES_SEARCHED  # spends nothing: no cap ever refuses it
+    past, planned = compose(history), compose(release)
+    mechanisms = [description_of(item) for item in [*history, *release]]
 
     def fits(k: int) -> bool:
-        return compose_history([*history, *(list(release) * k)], cap, accountant).fits(cap)
+        if enforcing(accountant) == BASIC:
+            spend = Spend(past.epsilon + k * planned.epsilon, past.delta + k * planned.delta)
+        else:
+            counts = [1] * len(history) + [k] * len(release)
+            spend = filter_spend(mechanisms, cap.delta, counts)
+        return spend.fits_within(cap)
 
     if not fits(1):
         return 0

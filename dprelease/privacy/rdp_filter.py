@@ -200,26 +200,31 @@ def conversion_offsets(delta: float) -> np.ndarray:
     return np.log1p(-1 / orders) - np.log(orders * share) / (orders - 1)
 
 
-def filter_spend(mechanisms: Sequence[Mechanism], delta: float) -> Spend:
+def filter_spend(
+    mechanisms: Sequence[Mechanism], delta: float, counts: Sequence[int] | None = None
+) -> Spend:
     """The smallest epsilon at which the filter certifies the history at the cap's `delta`.
 
     Infinite when the ApproxDP deltas exceed delta_A. Otherwise the smaller of the pure sum
     (every entry pure or ApproxDP; its delta is then the ApproxDP deltas' sum) and the minimum
     over the orders of the composed curve plus the conversion offset (at `delta`). A history
     fits a cap (epsilon, delta) iff this epsilon is at most the cap's: the same condition as
-    in the module docstring.
+    in the module docstring. `counts[i]` (default 1) says how many times mechanism i occurs:
+    every term is additive, so k copies cost one evaluation (`releases_that_fit`).
     """
-    tally = math.fsum(approx_delta(m) for m in mechanisms)
+    counts = [1] * len(mechanisms) if counts is None else counts
+    tally = math.fsum(c * approx_delta(m) for m, c in zip(mechanisms, counts, strict=True))
     if tally > APPROX_SHARE * delta + CAP_SLACK:
         return Spend(math.inf, delta)
     pure = [pure_epsilon(m) for m in mechanisms]
     candidates = []
     if all(p is not None for p in pure):
-        candidates.append(Spend(math.fsum(pure), tally))  # type: ignore[arg-type]
+        pure_sum = math.fsum(c * p for p, c in zip(pure, counts, strict=True))  # type: ignore[operator]
+        candidates.append(Spend(pure_sum, tally))
     if delta > 0:
         composed = np.zeros(len(FILTER_ORDERS))
-        for mechanism in mechanisms:
-            composed += np.asarray(rdp_curve(mechanism))
+        for mechanism, count in zip(mechanisms, counts, strict=True):
+            composed += count * np.asarray(rdp_curve(mechanism))
         candidates.append(Spend(float(np.min(composed + conversion_offsets(delta))), delta))
     if not candidates:
         return Spend(math.inf, delta)
