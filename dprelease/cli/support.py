@@ -11,7 +11,8 @@
   its values (`io.stream.preflight`: existence, type, UTF-8 header, the column set), so those
   errors come back before Prefect's temporary server starts (15-25 s here);
   `publish_command` runs them and then the release flow. When no server is configured,
-  `run_flow` says how to start one (`SERVER_HINT`).
+  `run_flow` says how to start one (`SERVER_HINT`); a configured one that does not answer is
+  one error line (`check_prefect_server`).
 - `ledger_notice`: which ledger is used, and whether this dataset has history in it.
 
 Exit codes (README): 0 published, 1 unexpected error, 2 bad input or configuration, 3 the
@@ -187,12 +188,28 @@ SERVER_HINT = (
 )
 
 
-def temporary_server_hint() -> str | None:
-    """`SERVER_HINT` when Prefect would start its temporary server (no `PREFECT_API_URL` in
-    the environment or the active Prefect profile), else None. Imports Prefect's settings."""
+def check_prefect_server() -> None:
+    """Before the flow starts (no data read yet): with no server configured (no
+    `PREFECT_API_URL` in the environment or the active Prefect profile) print `SERVER_HINT`,
+    as Prefect will start its temporary server; with one configured that does not answer its
+    health check, fail with one line that says how to start it (exit 2) instead of
+    Prefect's traceback. Imports Prefect's settings and client."""
     from prefect.settings import get_current_settings
 
-    return SERVER_HINT if not get_current_settings().api.url else None
+    url = get_current_settings().api.url
+    if not url:
+        stderr.print(SERVER_HINT, highlight=False, soft_wrap=True)
+        return
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        error = client.api_healthcheck()
+    if error is not None:
+        raise fail(
+            f"cannot reach the Prefect server at {url} ({type(error).__name__}): start it "
+            "with `make server` (or `prefect server start`), or run `prefect config unset "
+            "PREFECT_API_URL` to let each run start a temporary one"
+        )
 
 
 class _ProgressLine(logging.Handler):
@@ -219,8 +236,7 @@ def run_flow(flow_path: str, *, verbose: bool, what: str, **params: Any) -> Any:
     prepare_prefect(verbose)
     module, name = flow_path.split(":")
     flow = getattr(importlib.import_module(module), name)
-    if (hint := temporary_server_hint()) is not None:
-        stderr.print(hint, highlight=False, soft_wrap=True)
+    check_prefect_server()
     loggers = [logging.getLogger("prefect.task_runs"), logging.getLogger("prefect.flow_runs")]
     with expected_errors(verbose), contextlib.ExitStack() as stack:
         if verbose:
