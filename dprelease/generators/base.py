@@ -28,6 +28,7 @@ import numpy as np
 
 from dprelease.encoding import Encoder
 from dprelease.privacy.accounting import PlannedSpend
+from dprelease.privacy.mechanisms import Laplace, Mechanism
 from dprelease.privacy.noise import NoiseSource
 
 SAMPLE_BATCH_ROWS = 100_000
@@ -121,6 +122,37 @@ class Generator(ABC):
     def measurements_of(self, state: Any) -> list[Measurement]:
         """The noisy marginals a fitted state was built from (module docstring)."""
         return []
+
+    def spend(
+        self,
+        mechanism: str,
+        description: Mechanism,
+        epsilon: float,
+        delta: float = 0.0,
+        **params: Any,
+    ) -> PlannedSpend:
+        """A spend of this generator; its manifest params start with the component and the
+        generator's name."""
+        return PlannedSpend(
+            mechanism=mechanism,
+            epsilon=epsilon,
+            delta=delta,
+            params={"component": "generator", "generator": self.name, **params},
+            description=description,
+        )
+
+    def laplace_spend(
+        self, mechanism: str, epsilon: float, scale: float, sensitivity: float, **params: Any
+    ) -> PlannedSpend:
+        """Noisy histograms: Laplace of `scale` on counts of L1 `sensitivity` (pure epsilon)."""
+        return self.spend(
+            mechanism,
+            Laplace(scale, sensitivity),
+            epsilon,
+            laplace_scale=scale,
+            l1_sensitivity=sensitivity,
+            **params,
+        )
 
     def fit(self, real: np.ndarray, noise: NoiseSource | None = None) -> FittedGenerator:
         if real.ndim != 2 or real.shape[1] != self.encoder.width:

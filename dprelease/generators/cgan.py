@@ -21,7 +21,6 @@ from dprelease.generators.domain import cell_counts, normalise, public_cells
 from dprelease.generators.gan import DPGAN
 from dprelease.privacy.accounting import PlannedSpend
 from dprelease.privacy.calibration import laplace_scale
-from dprelease.privacy.mechanisms import Laplace
 from dprelease.privacy.noise import NoiseSource
 
 DEFAULT_LABEL_FRACTION = 0.1
@@ -64,19 +63,13 @@ class DPCGAN(DPGAN):
     def _label_spends(self) -> list[PlannedSpend]:
         assert self.target is not None
         return [
-            PlannedSpend(
-                mechanism="laplace-histogram",
-                epsilon=self.label_epsilon,
-                delta=0.0,
-                params={
-                    "component": "generator",
-                    "generator": self.name,
-                    "column": self.target.name,
-                    "laplace_scale": self.label_scale,
-                    "l1_sensitivity": 1.0,
-                    "cells": self.target.width,
-                },
-                description=Laplace(self.label_scale, 1.0),
+            self.laplace_spend(
+                "laplace-histogram",
+                self.label_epsilon,
+                self.label_scale,
+                1.0,
+                column=self.target.name,
+                cells=self.target.width,
             )
         ]
 

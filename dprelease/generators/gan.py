@@ -216,29 +216,23 @@ class DPGAN(Generator):
 
     def planned_spends(self) -> list[PlannedSpend]:
         clip = self.options.max_grad_norm
-        dpsgd = PlannedSpend(
-            mechanism="dpsgd-poisson-subsampled-gaussian",
-            epsilon=self.epsilon_reported,
-            delta=self.delta,
-            params={
-                "component": "generator",
-                "generator": self.name,
-                "neighbouring": NEIGHBOURING,
-                "accountant": DPSGD_ACCOUNTANT,
-                "noise_multiplier": self.noise_multiplier,
-                "sample_rate": self.sample_rate,
-                "steps": self.options.steps,
-                "max_grad_norm": clip,
-                "sensitivity": clip,
-                "noise_scale": self.noise_multiplier * clip,
-                "expected_batch_size": 2 * self.options.batch_size,
-                "fake_batch_size": self.options.batch_size,
-                "epsilon_target": self.dpsgd_target,
-                "epsilon_reported": self.epsilon_reported,
-            },
-            description=PoissonSubsampledGaussian(
-                self.noise_multiplier, self.sample_rate, self.options.steps
-            ),
+        dpsgd = self.spend(
+            "dpsgd-poisson-subsampled-gaussian",
+            PoissonSubsampledGaussian(self.noise_multiplier, self.sample_rate, self.options.steps),
+            self.epsilon_reported,
+            self.delta,
+            neighbouring=NEIGHBOURING,
+            accountant=DPSGD_ACCOUNTANT,
+            noise_multiplier=self.noise_multiplier,
+            sample_rate=self.sample_rate,
+            steps=self.options.steps,
+            max_grad_norm=clip,
+            sensitivity=clip,
+            noise_scale=self.noise_multiplier * clip,
+            expected_batch_size=2 * self.options.batch_size,
+            fake_batch_size=self.options.batch_size,
+            epsilon_target=self.dpsgd_target,
+            epsilon_reported=self.epsilon_reported,
         )
         return [*self._label_spends(), dpsgd]
 

@@ -28,7 +28,6 @@ from dprelease.generators.base import CountsGenerator, Measurement
 from dprelease.generators.domain import cell_counts, normalise, public_cells, write_cells
 from dprelease.privacy.accounting import PlannedSpend
 from dprelease.privacy.calibration import laplace_scale
-from dprelease.privacy.mechanisms import Laplace
 from dprelease.privacy.noise import NoiseSource
 
 DEFAULT_BINS = 32
@@ -67,18 +66,12 @@ class IndependentMarginals(CountsGenerator):
 
     def planned_spends(self) -> list[PlannedSpend]:
         return [
-            PlannedSpend(
-                mechanism="laplace-histograms",
-                epsilon=self.epsilon,
-                delta=0.0,
-                params={
-                    "component": "generator",
-                    "generator": self.name,
-                    "laplace_scale": self.scale,
-                    "l1_sensitivity": self.sensitivity,
-                    "cells": int(sum(c.size for c in self.cells)),
-                },
-                description=Laplace(self.scale, self.sensitivity),
+            self.laplace_spend(
+                "laplace-histograms",
+                self.epsilon,
+                self.scale,
+                self.sensitivity,
+                cells=int(sum(c.size for c in self.cells)),
             )
         ]
 

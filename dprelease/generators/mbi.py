@@ -248,19 +248,15 @@ class _OpenDPMarginalGenerator(Generator):
 
     def planned_spends(self) -> list[PlannedSpend]:
         return [
-            PlannedSpend(
-                mechanism=self.mechanism,
-                epsilon=self.spent_epsilon,
-                delta=self.delta,
-                params={
-                    "component": "generator",
-                    "generator": self.name,
-                    "rho": self.rho,
-                    "conversion": CONVERSION,
-                    "noise": "OpenDP core (OpenSSL RAND_bytes, OS entropy)",
-                    **self.algorithm_options(),
-                },
-                description=ZCDP(self.rho),
+            self.spend(
+                self.mechanism,
+                ZCDP(self.rho),
+                self.spent_epsilon,
+                self.delta,
+                rho=self.rho,
+                conversion=CONVERSION,
+                noise="OpenDP core (OpenSSL RAND_bytes, OS entropy)",
+                **self.algorithm_options(),
             )
         ]
 

@@ -134,32 +134,23 @@ class PrivateGraphicalModel(CountsGenerator):
         }
 
     def planned_spends(self) -> list[PlannedSpend]:
-        params = {
-            "component": "generator",
-            "generator": self.name,
-            "tables": self.tables,
-            "noise_std": self.noise_std,
-        }
+        params = {"tables": self.tables, "noise_std": self.noise_std}
         if self.gaussian:
             from dprelease.generators.mbi import CONVERSION
 
             return [
-                PlannedSpend(
-                    mechanism="zcdp-gaussian-marginals",
-                    epsilon=self.spent_epsilon,
-                    delta=self.delta,
-                    params={**params, "rho": self.rho, "conversion": CONVERSION},
-                    description=ZCDP(self.rho),
+                self.spend(
+                    "zcdp-gaussian-marginals",
+                    ZCDP(self.rho),
+                    self.spent_epsilon,
+                    self.delta,
+                    **params,
+                    rho=self.rho,
+                    conversion=CONVERSION,
                 )
             ]
         return [
-            PlannedSpend(
-                mechanism="laplace-histograms",
-                epsilon=self.epsilon,
-                delta=0.0,
-                params=params,
-                description=PureEpsilon(self.epsilon),
-            )
+            self.spend("laplace-histograms", PureEpsilon(self.epsilon), self.epsilon, **params)
         ]
 
     def cell_counts(self, real: np.ndarray) -> list[np.ndarray]:

@@ -68,7 +68,7 @@ from dprelease.generators.base import Generator, Measurement
 from dprelease.generators.domain import cell_index, normalise, public_cells, write_cells
 from dprelease.privacy.accounting import PlannedSpend
 from dprelease.privacy.calibration import laplace_scale
-from dprelease.privacy.mechanisms import Laplace, PureEpsilon
+from dprelease.privacy.mechanisms import PureEpsilon
 from dprelease.privacy.noise import NoiseSource
 
 DEFAULT_DEGREE = 1
@@ -158,38 +158,30 @@ class PrivBayes(Generator):
         ]
 
     def planned_spends(self) -> list[PlannedSpend]:
-        common = {"component": "generator", "generator": self.name, "degree": self.degree}
         spends = []
         if self.learns_structure:
             selections = len(self.cells) - 1
             spends.append(
-                PlannedSpend(
-                    mechanism="exponential-mechanism",
-                    epsilon=self.structure_epsilon,
-                    delta=0.0,
-                    params=common
-                    | {
-                        "score": "count-scaled R (n * R)",
-                        "sensitivity": SCORE_SENSITIVITY,
-                        "selections": selections,
-                        "epsilon_per_selection": self.structure_epsilon / selections,
-                    },
-                    description=PureEpsilon(self.structure_epsilon / selections, selections),
+                self.spend(
+                    "exponential-mechanism",
+                    PureEpsilon(self.structure_epsilon / selections, selections),
+                    self.structure_epsilon,
+                    degree=self.degree,
+                    score="count-scaled R (n * R)",
+                    sensitivity=SCORE_SENSITIVITY,
+                    selections=selections,
+                    epsilon_per_selection=self.structure_epsilon / selections,
                 )
             )
         spends.append(
-            PlannedSpend(
-                mechanism="laplace-histograms",
-                epsilon=self.table_epsilon,
-                delta=0.0,
-                params=common
-                | {
-                    "laplace_scale": self.table_scale,
-                    "l1_sensitivity": float(self.n_tables),
-                    "tables": self.n_tables,
-                    "max_cells_per_table": self.largest_table,
-                },
-                description=Laplace(self.table_scale, float(self.n_tables)),
+            self.laplace_spend(
+                "laplace-histograms",
+                self.table_epsilon,
+                self.table_scale,
+                float(self.n_tables),
+                degree=self.degree,
+                tables=self.n_tables,
+                max_cells_per_table=self.largest_table,
             )
         )
         return spends
