@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from dprelease.encoding import Encoder
@@ -160,3 +161,35 @@ def test_tempering_keeps_the_measured_one_way_margins(seeded_noise):
     tempered = 0.5 * loose.log_weights
     assert held.max_shift(tempered) > 100 * HELD_TOLERANCE
     assert held.max_shift(loose.log_weights) > 100 * HELD_TOLERANCE
+
+
+def test_raking_holds_the_margins_of_strongly_dependent_columns():
+    """Eight near-copies of one latent value (what a tree-structured generator gives) and
+    log weights that lean hard on two of them: raking must restore every one-way share to
+    within HELD_TOLERANCE (iterative proportional fitting stalled on such rows: 100 sweeps
+    left NMES1988's shares 0.064 off), by per-cell factors only (the raked log weights
+    minus the input are a sum of one term per column and cell), keeping the weights'
+    dependence (not flat). Public test rows, no DP noise."""
+    schema = Schema.model_validate(
+        {
+            "dataset": "dependent",
+            "budget": {"epsilon": 1.0, "delta": 1e-6},
+            "columns": {f"c{j}": {"type": "integer", "min": 0, "max": 15} for j in range(8)},
+        }
+    )
+    encoder = Encoder(schema)
+    rng = np.random.default_rng(0)
+    latent = rng.integers(0, 16, 20_000)
+    values = np.clip(latent[:, None] + rng.integers(-1, 2, (20_000, 8)), 0, 15)
+    rows = encoder.encode(pd.DataFrame(values, columns=[f"c{j}" for j in range(8)]))
+    held = HeldMargins(encoder, 16, rows)
+    a, b = values[:, 0], values[:, 5]
+    log_weights = 6.0 * ((a > 12) & (b > 13)) - 0.5 * (values[:, 1] - values[:, 2]) ** 2
+    assert held.max_shift(log_weights) > 0.05
+    raked, growth = held.rake(log_weights)
+    assert held.max_shift(raked) <= HELD_TOLERANCE
+    change = raked - log_weights
+    design = held.matrix().toarray()
+    fitted = np.linalg.lstsq(np.column_stack([np.ones(len(rows)), design]), change, rcond=None)
+    assert np.abs(np.column_stack([np.ones(len(rows)), design]) @ fitted[0] - change).max() < 1e-8
+    assert growth >= 0 and np.exp(raked - raked.max()).std() > 0.1

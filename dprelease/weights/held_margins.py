@@ -9,11 +9,12 @@ synthetic rows and DP weights:
 - in the tilt: the indicators of every column's occupied cells but one (the reference, its
   most populated cell) are features whose targets are their unweighted synthetic shares,
   with no ridge (equality constraints of the max-entropy dual);
-- after any tempering or smoothing: raking (iterative proportional fitting, Deming and
-  Stephan 1940) of the weights back to those shares. Raking multiplies each row's weight by
-  one factor per column (its cell's), so the log weights stay a sum of per-cell terms and
-  a certified bound on them grows by at most the sum over columns of the largest log
-  factor.
+- after any tempering or smoothing: raking of the weights back to those shares (the
+  I-projection that iterative proportional fitting, Deming and Stephan 1940, converges to;
+  solved here by Newton's method on its dual, `HeldMargins.rake`). Raking multiplies each
+  row's weight by one factor per column (its cell's), so the log weights stay a sum of
+  per-cell terms and a certified bound on them grows by at most the sum over columns of the
+  largest log factor.
 
 On the census deployment tempering alone moved the target's share from 41.5 % (real
 41.2 %) to 37.1 %; raking after tempering keeps it at its synthetic value.
@@ -29,9 +30,8 @@ from scipy.special import logsumexp
 
 from dprelease.generators.domain import cell_index, public_cells
 
-RAKING_SWEEPS = 100
-CHECK_EVERY = 6
-RAKING_TOLERANCE = 5e-7  # largest |weighted - unweighted| share after raking
+RAKING_ITERATIONS = 200  # Newton steps at most (typically 5-20)
+RAKING_TOLERANCE = 5e-7  # L2 norm of the weighted - unweighted kept shares after raking
 HELD_TOLERANCE = 1e-6  # the check `max_shift` must pass on released weights
 
 
@@ -97,25 +97,53 @@ class HeldMargins:
     def rake(self, log_weights: np.ndarray) -> tuple[np.ndarray, float]:
         """Rake the weights to the unweighted one-way shares (module docstring). Returns the
         raked log weights and the sum over columns of the largest log factor applied (what a
-        certified bound on the log weights grows by)."""
-        out = np.asarray(log_weights, dtype=float).copy()
-        factors = [np.zeros(c.size) for c in self.cells]
-        for sweep in range(RAKING_SWEEPS):
-            for j in range(len(self.cells)):
-                log_shares = self.log_share(out, j)
-                occupied = self.shares[j] > 0
-                step = np.zeros_like(log_shares)
-                step[occupied] = np.log(self.shares[j][occupied]) - log_shares[occupied]
-                out += step[self.index[:, j]]
-                factors[j] += step
-            # the check costs as much as a sweep: every CHECK_EVERY sweeps, and after the last
-            last = sweep == RAKING_SWEEPS - 1
-            if (sweep % CHECK_EVERY == CHECK_EVERY - 1 or last) and self.max_shift(
-                out
-            ) <= RAKING_TOLERANCE:
-                break
-        growth = sum(max(0.0, float(f.max())) for f in factors)
-        return out, growth
+        certified bound on the log weights grows by).
+
+        Raking is the I-projection of w0 onto the weights with these one-way shares: w = w0
+        exp(M u), M the indicators of the kept cells (the reference cells' factor is 1), u
+        minimising the convex dual f(u) = log sum_i w0_i exp((M u)_i) - s^T u (s the kept
+        cells' shares), whose gradient M^T p - s is the shift of the shares and whose
+        Hessian is M^T diag(p) M - (M^T p)(M^T p)^T, p = w / sum w. Solved by Newton's
+        method in a trust region (scipy's `trust-exact`) to an L2 shift of at most
+        `RAKING_TOLERANCE`: iterative proportional fitting (Deming and Stephan 1940), which
+        this replaced, converges linearly at a rate set by the dependence between columns,
+        and on rows drawn from a graphical model did not converge in 100 sweeps (NMES1988,
+        19 columns: 9 s of a 10 s release, and shares still 0.064 off).
+        """
+        from scipy.optimize import minimize
+
+        base = np.asarray(log_weights, dtype=float)
+        indicators = self.matrix()
+        targets = np.concatenate(
+            [share[kept] for share, kept in zip(self.shares, self.kept, strict=True)]
+        )
+
+        def probabilities(u: np.ndarray) -> tuple[np.ndarray, float]:
+            logits = base + indicators @ u
+            total = logsumexp(logits)
+            return np.exp(logits - total), float(total)
+
+        def dual(u: np.ndarray) -> tuple[float, np.ndarray]:
+            p, total = probabilities(u)
+            return total - float(targets @ u), indicators.T @ p - targets
+
+        def hessian(u: np.ndarray) -> np.ndarray:
+            p, _ = probabilities(u)
+            shares = indicators.T @ p
+            weighted = (indicators.multiply(p[:, None])).T @ indicators
+            return weighted.toarray() - np.outer(shares, shares)
+
+        result = minimize(
+            dual,
+            np.zeros(self.size),
+            jac=True,
+            hess=hessian,
+            method="trust-exact",
+            options={"gtol": RAKING_TOLERANCE, "maxiter": RAKING_ITERATIONS},
+        )
+        factors = np.split(result.x, self.offsets[1:-1])
+        growth = sum(max(0.0, float(f.max(initial=0.0))) for f in factors)
+        return base + indicators @ result.x, growth
 
 
 def held_shift(
