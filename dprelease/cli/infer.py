@@ -26,22 +26,21 @@ infer_app = typer.Typer(
 # --- adaptive truncation (Yildirim 2023; dprelease.inference.truncation.online) ----------------
 
 
+RowEpsilon = support.epsilon_option("Epsilon of each row's release.")
+ReleaseEpsilon = support.epsilon_option("Epsilon of the release.")
+TruncationDelta = support.delta_option(
+    "delta_T of the DP row count, without --n-steps (default: T = the schema's min_rows if "
+    "declared, else a DP count with delta_T = the cap's delta x epsilon / the cap's epsilon)."
+)
+
+
 @infer_app.command("adaptive-truncation", epilog=support.INFER_EXIT_CODES_HELP)
 def adaptive_truncation(
     input_path: support.InputArgument,
     schema: support.SchemaOption,
     column: Annotated[str, typer.Option("--column", help="A continuous or integer column.")],
-    epsilon: Annotated[float, typer.Option("--epsilon", help="Epsilon of each row's release.")],
-    delta: Annotated[
-        float | None,
-        typer.Option(
-            "--delta",
-            help="delta_T of the DP row count, without --n-steps (default: T = the schema's "
-            "min_rows if declared, else a DP count with delta_T = the cap's delta x epsilon / "
-            "the cap's epsilon).",
-            show_default=False,
-        ),
-    ] = None,
+    epsilon: RowEpsilon,
+    delta: TruncationDelta = None,
     n_steps: Annotated[
         int | None,
         typer.Option("--n-steps", help="Rows to process T (needs min_rows >= T in the schema)."),
@@ -109,7 +108,7 @@ def adaptive_truncation(
 
 @infer_app.command("design-truncation")
 def design_truncation_command(
-    epsilon: Annotated[float, typer.Option("--epsilon", help="Epsilon of each row's release.")],
+    epsilon: RowEpsilon,
     family: Annotated[str, typer.Option("--family", help="Model family.")] = "normal",
     score: Annotated[
         str, typer.Option("--score", help="det (mirrored pair: F[1,1] F[2,2]), mu or trace.")
@@ -182,7 +181,7 @@ def abcdp(
             "detect it before anything is spent.",
         ),
     ],
-    epsilon: Annotated[float, typer.Option("--epsilon", help="Epsilon of the release.")],
+    epsilon: ReleaseEpsilon,
     n_samples: Annotated[int, typer.Option("--n-samples", help="Posterior samples c.")],
     threshold: Annotated[float, typer.Option("--threshold", help="ABC threshold (MMD scale).")],
     resample: Annotated[
@@ -271,7 +270,7 @@ def abcdp(
 
 @infer_app.command("abcdp-plan")
 def abcdp_plan(
-    epsilon: Annotated[float, typer.Option("--epsilon", help="Epsilon of the release.")],
+    epsilon: ReleaseEpsilon,
     n_samples: Annotated[int, typer.Option("--n-samples", help="Posterior samples c.")],
     n_hat_guess: Annotated[
         float, typer.Option("--n-hat-guess", help="A guessed (public) row count.")

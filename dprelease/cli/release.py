@@ -30,19 +30,18 @@ RELEASE_WEIGHTS = [m for m in PRIVATE_METHODS if m not in NON_PRIVATE_METHODS] +
 ]
 
 
+ReleaseEpsilon = support.epsilon_option("Epsilon this release spends.")
+ReleaseDelta = support.delta_option(
+    "Delta this release spends (default: the cap's delta x epsilon / the cap's epsilon; 0 for "
+    "a pure-epsilon cap)"
+)
+
+
 def release(
     input_path: support.InputArgument,
     schema: support.SchemaOption,
-    epsilon: Annotated[float, typer.Option("--epsilon", help="Epsilon this release spends.")],
-    delta: Annotated[
-        float | None,
-        typer.Option(
-            "--delta",
-            help="Delta this release spends (default: the cap's delta x epsilon / the cap's "
-            "epsilon; 0 for a pure-epsilon cap)",
-            show_default=False,
-        ),
-    ] = None,
+    epsilon: ReleaseEpsilon,
+    delta: ReleaseDelta = None,
     out: support.OutOption = Path("releases"),
     generator: Annotated[
         str | None,

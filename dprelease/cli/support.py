@@ -74,6 +74,18 @@ InputArgument = Annotated[
     Path, typer.Argument(metavar="INPUT", help="Real table (.csv UTF-8, or .parquet).")
 ]
 SchemaOption = Annotated[Path, typer.Option("--schema", help="Public schema (YAML).")]
+
+
+def epsilon_option(help: str) -> Any:
+    """The required `--epsilon` option, with a command's own help."""
+    return Annotated[float, typer.Option("--epsilon", help=help)]
+
+
+def delta_option(help: str) -> Any:
+    """The optional `--delta` option (None: the command's documented default)."""
+    return Annotated[float | None, typer.Option("--delta", help=help, show_default=False)]
+
+
 OutOption = Annotated[Path, typer.Option("--out", help="Directory of the releases.")]
 InvalidRowsOption = Annotated[
     InvalidRows,
