@@ -125,3 +125,22 @@ def test_pgm_without_target_and_with_few_features(seeded_noise):
 def test_maximum_spanning_tree_finds_the_chain():
     weight = {(0, 1): 0.9, (1, 2): 0.8, (2, 3): 0.7, (0, 2): 0.1, (0, 3): 0.05, (1, 3): 0.2}
     assert maximum_spanning_tree(4, weight, root=0) == [-1, 0, 1, 2]
+
+
+def test_one_way_smoothing_keeps_the_total_and_follows_the_noise():
+    """`smoothed_counts` keeps the total; with negligible noise it leaves the counts as they
+    are (SURE picks a = 0); with noise as large as the counts it smooths a smooth histogram
+    and gets closer to it (test noise, seeded)."""
+    from dprelease.generators.pgm_model import smoothed_counts
+
+    true = 1000 * np.exp(-0.5 * ((np.arange(16) - 6) / 3) ** 2)
+    assert np.array_equal(smoothed_counts(true, 1e-6), true)
+    rng = np.random.default_rng(0)
+    errors_raw, errors_smoothed = [], []
+    for _ in range(50):
+        noisy = true + rng.normal(0, 150, 16)
+        smoothed = smoothed_counts(noisy, 150.0)
+        assert smoothed.sum() == pytest.approx(noisy.sum())
+        errors_raw.append(((noisy - true) ** 2).sum())
+        errors_smoothed.append(((smoothed - true) ** 2).sum())
+    assert np.mean(errors_smoothed) < 0.7 * np.mean(errors_raw)

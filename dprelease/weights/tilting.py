@@ -198,14 +198,31 @@ def tempered(
 
 def temper_for_ess(log_weights: np.ndarray, floor: float, rake: Rake | None = None) -> float:
     """The largest t in [0, 1] with ESS(t * log_weights) >= floor * N (ESS falls with t), the
-    tempered weights raked by `rake` when given."""
+    tempered weights raked by `rake` when given.
+
+    With `rake`, the search for the raked weights runs below min(1, 4 t0), t0 the answer for
+    the unraked weights (50 cheap bisection steps): raking moves the ESS by far less than a
+    factor of 4 in t, and weights far beyond the floor (a tilt fitted to noise, log weights
+    spanning thousands of nats) are then never raked at the large t where raking is slowest
+    (NMES1988: 27 s of raking before this bracket)."""
     n = log_weights.size
-    if ess(tempered(log_weights, 1.0, rake)[0]) >= floor * n:
-        return 1.0
-    low, high = 0.0, 1.0
-    for _ in range(50 if rake is None else 12):  # raked: t to 1/4096, each step one raking
+    plain = _bisect(lambda t: ess(t * log_weights) >= floor * n, 0.0, 1.0, 50)
+    if rake is None:
+        return plain
+    # raked: t to high / 4096, each step one raking
+    return _bisect(
+        lambda t: ess(tempered(log_weights, t, rake)[0]) >= floor * n, 0.0, min(1.0, 4 * plain), 12
+    )
+
+
+def _bisect(admitted: Callable[[float], bool], low: float, high: float, steps: int) -> float:
+    """The largest t in [low, high] that `admitted` accepts, to (high - low) / 2^steps,
+    `admitted` monotone (true below the answer); `low` when even that is refused."""
+    if admitted(high):
+        return high
+    for _ in range(steps):
         middle = 0.5 * (low + high)
-        if ess(tempered(log_weights, middle, rake)[0]) >= floor * n:
+        if admitted(middle):
             low = middle
         else:
             high = middle
