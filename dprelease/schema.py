@@ -60,11 +60,18 @@ class ContinuousColumn(_NumericColumn):
 
 
 class IntegerColumn(_NumericColumn):
-    """An integer-valued column with public bounds [min, max]."""
+    """An integer-valued column with public bounds [min, max].
+
+    `spacing` is how the generators' public cells split [min, max] when it holds more
+    integers than cells (`generators.domain.public_cells`): "equal" widths, or "log": widths
+    growing geometrically from min, one integer per cell at the low end, for counts and other
+    integers whose mass sits near min (with equal widths a count column bounded at 200 shares
+    one cell among 0..12, and decoding spreads its zeros over them)."""
 
     type: Literal["integer"]
     min: int
     max: int
+    spacing: Literal["equal", "log"] = "equal"
 
 
 class CategoricalColumn(BaseModel):

@@ -2,8 +2,9 @@
 
 Every column has a finite set of public cells (docs/privacy-model.md section 2): its categories
 (plus "missing" for a nullable column), or, for a numeric column, bins with public edges
-(equal-width bins of the [0, 1]-scaled value; an integer column with at most `bins` values
-gets one bin per value), plus a "missing" cell when nullable. Nothing here reads bounds or
+(equal-width bins of the [0, 1]-scaled value, or for an integer column with `spacing: log`
+geometrically widening ones, `log_edges`; an integer column with at most `bins` values gets
+one bin per value), plus a "missing" cell when nullable. Nothing here reads bounds or
 categories from the data: the edges depend only on the schema and `bins`.
 
 `cell_index` maps each encoded row to its cell of a column (each row lies in exactly one cell
@@ -16,6 +17,7 @@ without privacy, so its output never goes into a release (docs/privacy-model.md 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from itertools import combinations
 
@@ -40,8 +42,9 @@ class ColumnCells:
         return len(self.edges) - 1 + int(self.column.spec.nullable)
 
 
-def public_cells(column: EncodedColumn, bins: int) -> ColumnCells:
-    """The cells of a column from its schema spec and the public number of bins."""
+def public_cells(column: EncodedColumn, bins: int, *, equal_width: bool = False) -> ColumnCells:
+    """The cells of a column from its schema spec and the public number of bins; an integer
+    column's `spacing` is honoured unless `equal_width` (the evaluation metric's bins)."""
     if column.is_categorical:
         return ColumnCells(column, None, None)
     spec = column.spec
@@ -50,7 +53,23 @@ def public_cells(column: EncodedColumn, bins: int) -> ColumnCells:
         points = np.arange(span + 1) / span
         midpoints = (points[:-1] + points[1:]) / 2
         return ColumnCells(column, np.concatenate([[0.0], midpoints, [1.0]]), points)
+    if isinstance(spec, IntegerColumn) and spec.spacing == "log" and not equal_width:
+        return ColumnCells(column, log_edges(spec.max - spec.min, bins), None)
     return ColumnCells(column, np.linspace(0.0, 1.0, bins + 1), None)
+
+
+def log_edges(span: int, bins: int) -> np.ndarray:
+    """Scaled edges of `bins` cells over the integers 0..span (offsets from min) whose first
+    integers are b_i = max(b_{i-1} + 1, floor((span + 1)^(i / bins))), b_0 = 0: one integer per
+    cell while the geometric sequence grows by less than 1, then geometrically wider cells
+    (span 200, 16 cells: 0, 1, 2, 3, 4, 5-6, 7-9, 10-13, ..., 144-200). An edge sits half an
+    integer below its cell's first integer, so `cell_index` and `_integers_in_cells` put
+    every integer in exactly one cell. Needs span + 1 > bins (else one cell per value)."""
+    starts = [0]
+    for i in range(1, bins):
+        starts.append(max(starts[-1] + 1, math.floor((span + 1) ** (i / bins))))
+    edges = (np.asarray(starts[1:], dtype=float) - 0.5) / span
+    return np.concatenate([[0.0], edges, [1.0]])
 
 
 def cell_index(cells: ColumnCells, encoded: np.ndarray) -> np.ndarray:
@@ -140,7 +159,7 @@ def marginal_tvd(
 
     TVD = 1/2 sum_cells |p_real - p_synthetic|. Evaluation only (tests, benchmarks).
     """
-    cells = [public_cells(column, bins) for column in encoder.columns]
+    cells = [public_cells(column, bins, equal_width=True) for column in encoder.columns]
     real_cells = [cell_index(c, real) for c in cells]
     synthetic_cells = [cell_index(c, synthetic) for c in cells]
     out = {}
