@@ -163,6 +163,21 @@ def test_tempering_keeps_the_measured_one_way_margins(seeded_noise):
     assert held.max_shift(loose.log_weights) > 100 * HELD_TOLERANCE
 
 
+def _held_margins(values: np.ndarray, maximum: int) -> HeldMargins:
+    """The held one-way margins (16 public cells) of integer columns c0, c1, ... in
+    [0, maximum] holding `values` (one column each)."""
+    names = [f"c{j}" for j in range(values.shape[1])]
+    schema = Schema.model_validate(
+        {
+            "dataset": "raking",
+            "budget": {"epsilon": 1.0, "delta": 1e-6},
+            "columns": {name: {"type": "integer", "min": 0, "max": maximum} for name in names},
+        }
+    )
+    encoder = Encoder(schema)
+    return HeldMargins(encoder, 16, encoder.encode(pd.DataFrame(values, columns=names)))
+
+
 def test_raking_holds_the_margins_of_strongly_dependent_columns():
     """Eight near-copies of one latent value (what a tree-structured generator gives) and
     log weights that lean hard on two of them: raking must restore every one-way share to
@@ -170,19 +185,10 @@ def test_raking_holds_the_margins_of_strongly_dependent_columns():
     left NMES1988's shares 0.064 off), by per-cell factors only (the raked log weights
     minus the input are a sum of one term per column and cell), keeping the weights'
     dependence (not flat). Public test rows, no DP noise."""
-    schema = Schema.model_validate(
-        {
-            "dataset": "dependent",
-            "budget": {"epsilon": 1.0, "delta": 1e-6},
-            "columns": {f"c{j}": {"type": "integer", "min": 0, "max": 15} for j in range(8)},
-        }
-    )
-    encoder = Encoder(schema)
     rng = np.random.default_rng(0)
     latent = rng.integers(0, 16, 20_000)
     values = np.clip(latent[:, None] + rng.integers(-1, 2, (20_000, 8)), 0, 15)
-    rows = encoder.encode(pd.DataFrame(values, columns=[f"c{j}" for j in range(8)]))
-    held = HeldMargins(encoder, 16, rows)
+    held = _held_margins(values, 15)
     a, b = values[:, 0], values[:, 5]
     log_weights = 6.0 * ((a > 12) & (b > 13)) - 0.5 * (values[:, 1] - values[:, 2]) ** 2
     assert held.max_shift(log_weights) > 0.05
@@ -190,26 +196,18 @@ def test_raking_holds_the_margins_of_strongly_dependent_columns():
     assert held.max_shift(raked) <= HELD_TOLERANCE
     change = raked - log_weights
     design = held.matrix().toarray()
-    fitted = np.linalg.lstsq(np.column_stack([np.ones(len(rows)), design]), change, rcond=None)
-    assert np.abs(np.column_stack([np.ones(len(rows)), design]) @ fitted[0] - change).max() < 1e-8
+    design = np.column_stack([np.ones(len(values)), design])
+    fitted = np.linalg.lstsq(design, change, rcond=None)[0]
+    assert np.abs(design @ fitted - change).max() < 1e-8
     assert growth >= 0 and np.exp(raked - raked.max()).std() > 0.1
 
 
 def test_raking_holds_the_margins_when_two_columns_coincide():
     """Two identical columns make the raking dual's Hessian singular (their kept cells are
-    the same rows); the minimum-norm Newton step still holds every margin. Public rows."""
-    schema = Schema.model_validate(
-        {
-            "dataset": "copies",
-            "budget": {"epsilon": 1.0, "delta": 1e-6},
-            "columns": {name: {"type": "integer", "min": 0, "max": 9} for name in "abc"},
-        }
-    )
-    encoder = Encoder(schema)
+    the same rows); the damped Newton step still holds every margin. Public rows."""
     rng = np.random.default_rng(1)
     a, c = rng.integers(0, 10, 5_000), rng.integers(0, 10, 5_000)
-    rows = encoder.encode(pd.DataFrame({"a": a, "b": a, "c": c}))
-    held = HeldMargins(encoder, 16, rows)
+    held = _held_margins(np.column_stack([a, a, c]), 9)
     raked, _ = held.rake(3.0 * (a > 6) * (c < 3) + 0.4 * a * (c % 2))
     assert held.max_shift(raked) <= HELD_TOLERANCE
 
@@ -219,19 +217,10 @@ def test_raking_holds_the_margins_of_weights_concentrated_on_two_rows():
     small table): nearly all the mass is on two rows, the dual is flat in most directions, and
     raking must still restore every share (a line-searched Newton method stalled here at
     shifts of 0.04-0.15). Public rows, no DP noise."""
-    schema = Schema.model_validate(
-        {
-            "dataset": "concentrated",
-            "budget": {"epsilon": 1.0, "delta": 1e-6},
-            "columns": {f"c{j}": {"type": "integer", "min": 0, "max": 15} for j in range(8)},
-        }
-    )
-    encoder = Encoder(schema)
     rng = np.random.default_rng(0)
     values = rng.integers(0, 16, (5_000, 8))
     values[:2_500] = rng.integers(0, 3, (2_500, 8))
-    rows = encoder.encode(pd.DataFrame(values, columns=[f"c{j}" for j in range(8)]))
-    held = HeldMargins(encoder, 16, rows)
+    held = _held_margins(values, 15)
     log_weights = rng.normal(-800, 200, 5_000)
     log_weights[[2_600, 2_700]] = [0.0, -0.5]
     raked, growth = held.rake(log_weights)
