@@ -201,10 +201,11 @@ def temper_for_ess(log_weights: np.ndarray, floor: float, rake: Rake | None = No
     tempered weights raked by `rake` when given.
 
     With `rake`, the search for the raked weights runs below min(1, 4 t0), t0 the answer for
-    the unraked weights (50 cheap bisection steps): raking moves the ESS by far less than a
-    factor of 4 in t, and weights far beyond the floor (a tilt fitted to noise, log weights
-    spanning thousands of nats) are then never raked at the large t where raking is slowest
-    (NMES1988: 27 s of raking before this bracket)."""
+    the unraked weights (50 cheap bisection steps), so weights far beyond the floor (a tilt
+    fitted to noise, log weights spanning thousands of nats) are never raked at the large t
+    where raking is slowest (NMES1988: 27 s of raking before this bracket). Should raking
+    raise the ESS enough that the raked answer lies above 4 t0, the result is 4 t0: more
+    tempering, weights closer to flat, never less safe."""
     n = log_weights.size
     plain = _bisect(lambda t: ess(t * log_weights) >= floor * n, 0.0, 1.0, 50)
     if rake is None:
