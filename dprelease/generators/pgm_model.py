@@ -192,11 +192,11 @@ def smoothed_counts(noisy: np.ndarray, std: float) -> np.ndarray:
     a among `SMOOTHING_WEIGHTS` minimising Stein's unbiased risk estimate of a linear
     smoother (Stein 1981; Li 1986): SURE(a) = ||y - S_a y||^2 - n std^2 + 2 std^2 tr(S_a),
     unbiased for E||S_a y - mu||^2 under independent noise of variance std^2 (Gaussian or
-    Laplace). It needs only the noisy counts and
-    the public noise std (post-processing). a = 0 wins when neighbouring cells differ by more
-    than the noise; on the fidelity study's small tuning tables (benchmarks/fidelity.py,
-    `pgm` without weights, 5 seeds) it cut the mean one-way TVD from 0.080 to 0.077 (credit
-    card, 1k rows) and 0.230 to 0.217 (Boston, 0.4k rows), and left diamonds (43k) alike."""
+    Laplace). It needs only the noisy counts and the public noise std (post-processing).
+    a = 0 wins when neighbouring cells differ by more than the noise. On the fidelity study's
+    small tuning tables (benchmarks/fidelity.py, `pgm` without weights, 5 seeds) it cut the
+    mean one-way TVD from 0.080 to 0.077 (credit card, 1k rows) and 0.230 to 0.217 (Boston,
+    0.4k rows), and left diamonds (43k) alike."""
     n = noisy.size
     if n < 3 or std <= 0:
         return noisy

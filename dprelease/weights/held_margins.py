@@ -11,7 +11,7 @@ synthetic rows and DP weights:
   with no ridge (equality constraints of the max-entropy dual);
 - after any tempering or smoothing: raking of the weights back to those shares (the
   I-projection that iterative proportional fitting, Deming and Stephan 1940, converges to;
-  solved here by Newton's method on its dual, `HeldMargins.rake`). Raking multiplies each
+  solved here by damped Newton steps on its dual, `HeldMargins.rake`). Raking multiplies each
   row's weight by one factor per column (its cell's), so the log weights stay a sum of
   per-cell terms and a certified bound on them grows by at most the sum over columns of the
   largest log factor.
