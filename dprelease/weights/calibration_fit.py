@@ -34,8 +34,7 @@ from dprelease.weights.tilting import (
     discrepancy_lambda,
     distinct_rows,
     ess,
-    temper_for_ess,
-    temper_for_psis,
+    temper_weights,
     tempered,
 )
 
@@ -184,9 +183,7 @@ def calibrate(
     log_weights = (phi @ b)[row_of] if row_of is not None else full @ b
     bound = _log_bound(b, tilted, held_kept, shapes, n_pair, moments, held_tilt)
     rake = None if held is None else held.rake
-    temper = temper_for_psis(
-        log_weights, temper_for_ess(log_weights, ess_floor, rake), bound, rake
-    )
+    temper = temper_weights(log_weights, ess_floor, bound, rake)
     details["lambda"] = lam
     if temper == 0.0:
         return Calibration(

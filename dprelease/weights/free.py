@@ -16,7 +16,7 @@ release stopped after its spend). As the calibration weights do (`weights.calibr
 logits are tempered, w^t, with the largest t in [0, 1] whose ESS is at least `ess_floor` x N_G
 (default 0: no ESS floor), then further (t times 0.8 per step, down to 0.05) while the
 release's PSIS gate (`diagnostics.gate`) calls them unreliable, and made flat (uniform
-weights, the naive estimator) if it still does (`tilting.temper_for_psis`). Post-processing of
+weights, the naive estimator) if it still does (`tilting.temper_weights`). Post-processing of
 DP outputs: no privacy cost; the details record t and why weights were made flat. So the
 default path never spends and then refuses for these weights.
 """
@@ -102,10 +102,10 @@ def _plan_discriminator(req: PlanRequest) -> Plan:
 
 def _fit_discriminator(real, synthetic, plan: Plan, noise) -> tuple[np.ndarray, dict]:
     """The logits, tempered until the PSIS gate accepts them, else flat (module docstring)."""
-    from dprelease.weights.tilting import temper_for_ess, temper_for_psis
+    from dprelease.weights.tilting import temper_weights
 
     logits = discriminator_logits(plan.settings, synthetic)
-    temper = temper_for_psis(logits, temper_for_ess(logits, plan.settings.ess_floor), None)
+    temper = temper_weights(logits, plan.settings.ess_floor, None)
     if temper == 0.0:
         reason = "no tempering gave weights PSIS calls reliable"
         return np.zeros_like(logits), {"temper": 0.0, "flat_reason": reason}

@@ -255,3 +255,17 @@ def temper_for_psis(
             return temper
         temper *= PSIS_TEMPER_STEP
     return 0.0
+
+
+def temper_weights(
+    log_weights: np.ndarray,
+    ess_floor: float,
+    log_weight_max: float | None,
+    rake: Rake | None = None,
+) -> float:
+    """How far every weight method tempers its log weights: the largest t meeting the ESS
+    floor (`temper_for_ess`), lowered until the PSIS gate accepts t * log_weights
+    (`temper_for_psis`); 0 for flat weights. Post-processing of DP weights."""
+    return temper_for_psis(
+        log_weights, temper_for_ess(log_weights, ess_floor, rake), log_weight_max, rake
+    )
