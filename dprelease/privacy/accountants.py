@@ -160,18 +160,21 @@ def releases_that_fit(
     (sums for basic, `filter_spend`'s counts for rdp), in time independent of k."""
     if not release:
         return 0
-    if compose(release) == Spend(0.0, 0.0):
-        return MAX_RELEASES_SEARCHED  # spends nothing: no cap ever refuses it
     past, planned = compose(history), compose(release)
-    mechanisms = [description_of(item) for item in [*history, *release]]
+    if planned == Spend(0.0, 0.0):
+        return MAX_RELEASES_SEARCHED  # spends nothing: no cap ever refuses it
+    if enforcing(accountant) == BASIC:
 
-    def fits(k: int) -> bool:
-        if enforcing(accountant) == BASIC:
+        def fits(k: int) -> bool:
             spend = Spend(past.epsilon + k * planned.epsilon, past.delta + k * planned.delta)
-        else:
+            return spend.fits_within(cap)
+
+    else:
+        mechanisms = [description_of(item) for item in [*history, *release]]
+
+        def fits(k: int) -> bool:
             counts = [1] * len(history) + [k] * len(release)
-            spend = filter_spend(mechanisms, cap.delta, counts)
-        return spend.fits_within(cap)
+            return filter_spend(mechanisms, cap.delta, counts).fits_within(cap)
 
     if not fits(1):
         return 0
