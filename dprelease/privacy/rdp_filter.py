@@ -97,49 +97,41 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from dprelease.privacy import mechanisms as mech
 from dprelease.privacy.accounting import CAP_SLACK, Spend
-from dprelease.privacy.mechanisms import (
-    ZCDP,
-    ApproxDP,
-    Gaussian,
-    Laplace,
-    Mechanism,
-    PoissonSubsampledGaussian,
-    PureEpsilon,
-)
 
 FILTER_ORDERS = (1.5, 1.75, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 12.0, 16.0, 20.0, 32.0, 64.0,
                  256.0)  # fmt: skip
 APPROX_SHARE = 0.5  # delta_A / delta: the cap's delta reserved for ApproxDP entries
 
 
-def approx_delta(mechanism: Mechanism) -> float:
+def approx_delta(mechanism: mech.Mechanism) -> float:
     """The delta an entry takes from delta_A (only ApproxDP entries, known by (eps, delta))."""
-    return mechanism.delta if isinstance(mechanism, ApproxDP) else 0.0
+    return mechanism.delta if isinstance(mechanism, mech.ApproxDP) else 0.0
 
 
-def pure_epsilon(mechanism: Mechanism) -> float | None:
+def pure_epsilon(mechanism: mech.Mechanism) -> float | None:
     """Its charge at the order infinity (max divergence), or None when it has none: the
     pure-DP epsilon, plus log(1 / (1 - delta)) for ApproxDP (module docstring)."""
-    if isinstance(mechanism, Laplace):
+    if isinstance(mechanism, mech.Laplace):
         return mechanism.epsilon
-    if isinstance(mechanism, PureEpsilon):
+    if isinstance(mechanism, mech.PureEpsilon):
         return mechanism.epsilon * mechanism.count
-    if isinstance(mechanism, ApproxDP):
+    if isinstance(mechanism, mech.ApproxDP):
         return mechanism.epsilon - math.log1p(-mechanism.delta)
     return None
 
 
 @functools.lru_cache(maxsize=4096)
-def rdp_curve(mechanism: Mechanism) -> tuple[float, ...]:
+def rdp_curve(mechanism: mech.Mechanism) -> tuple[float, ...]:
     """The mechanism's charge at every order of `FILTER_ORDERS`: its Rényi DP, or for ApproxDP
     the bound of the module docstring."""
     orders = np.asarray(FILTER_ORDERS)
-    if isinstance(mechanism, Gaussian):
+    if isinstance(mechanism, mech.Gaussian):
         curve = orders * (mechanism.l2_sensitivity / mechanism.sigma) ** 2 / 2
-    elif isinstance(mechanism, Laplace):
+    elif isinstance(mechanism, mech.Laplace):
         curve = np.array([_laplace_rdp(mechanism.epsilon, a) for a in FILTER_ORDERS])
-    elif isinstance(mechanism, PoissonSubsampledGaussian):
+    elif isinstance(mechanism, mech.PoissonSubsampledGaussian):
         from opacus.accountants.analysis.rdp import compute_rdp
 
         curve = np.asarray(
@@ -151,13 +143,13 @@ def rdp_curve(mechanism: Mechanism) -> tuple[float, ...]:
             ),
             dtype=float,
         )
-    elif isinstance(mechanism, ZCDP):
+    elif isinstance(mechanism, mech.ZCDP):
         curve = mechanism.rho * orders
-    elif isinstance(mechanism, PureEpsilon):
+    elif isinstance(mechanism, mech.PureEpsilon):
         curve = mechanism.count * np.array(
             [_randomized_response_rdp(mechanism.epsilon, a) for a in FILTER_ORDERS]
         )
-    elif isinstance(mechanism, ApproxDP):
+    elif isinstance(mechanism, mech.ApproxDP):
         curve = np.array([_randomized_response_rdp(mechanism.epsilon, a) for a in FILTER_ORDERS])
         curve = curve - math.log1p(-mechanism.delta)
     else:
@@ -201,7 +193,7 @@ def conversion_offsets(delta: float) -> np.ndarray:
 
 
 def filter_spend(
-    mechanisms: Sequence[Mechanism], delta: float, counts: Sequence[int] | None = None
+    mechanisms: Sequence[mech.Mechanism], delta: float, counts: Sequence[int] | None = None
 ) -> Spend:
     """The smallest epsilon at which the filter certifies the history at the cap's `delta`.
 

@@ -47,7 +47,8 @@ from dprelease.inference.abcdp.kernel import (
     make_distance,
     median_heuristic,
 )
-from dprelease.inference.abcdp.model import LoadedModel, SimulatorCheck
+from dprelease.inference.abcdp.model import SimulatorCheck
+from dprelease.inference.abcdp.simulator import LoadedModel
 from dprelease.inference.abcdp.svt import (
     flip_probability,
     svt_below_threshold,

@@ -35,9 +35,7 @@ import hashlib
 import importlib.util
 import inspect
 import sys
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -45,35 +43,13 @@ import pandas as pd
 from dprelease.encoding import Encoder
 from dprelease.errors import InputError
 from dprelease.inference.abcdp.simulator import (
+    LoadedModel,
     declared_mode,
     describe_error,
     detect_mode,
     simulate_frame,
 )
 from dprelease.schema import CategoricalColumn, IntegerColumn, Schema
-
-
-@dataclass(frozen=True)
-class LoadedModel:
-    """A model instance, where it came from, and the sha256 of its file."""
-
-    model: Any
-    reference: str
-    path: Path
-    class_name: str
-    sha256: str
-
-    @property
-    def name(self) -> str:
-        return f"{self.path.name}:{self.class_name}"
-
-    @property
-    def parameter_names(self) -> tuple[str, ...]:
-        return tuple(self.model.parameter_names)
-
-    @property
-    def columns(self) -> tuple[str, ...]:
-        return tuple(self.model.columns)
 
 
 def load_model(reference: str) -> LoadedModel:

@@ -43,19 +43,40 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from dprelease.errors import InputError
 
-if TYPE_CHECKING:
-    from dprelease.inference.abcdp.model import LoadedModel
-
 ATTRIBUTE = "batched"
 BATCHED, PER_DRAW = "batched", "per-draw"
 PROBE_DRAWS, PROBE_ROWS = 3, 16
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """A model instance, where it came from, and the sha256 of its file."""
+
+    model: Any
+    reference: str
+    path: Path
+    class_name: str
+    sha256: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.path.name}:{self.class_name}"
+
+    @property
+    def parameter_names(self) -> tuple[str, ...]:
+        return tuple(self.model.parameter_names)
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return tuple(self.model.columns)
 
 
 @dataclass(frozen=True)
