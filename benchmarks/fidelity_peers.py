@@ -28,12 +28,8 @@ import numpy as np
 
 from dprelease.encoding import Encoder
 from dprelease.generators.domain import ColumnCells, cell_index, public_cells, write_cells
-from dprelease.generators.mbi import (
-    DEFAULT_BINS,
-    counted_estimator,
-    fit_contingency_table,
-    zcdp_rho,
-)
+from dprelease.generators.mbi import DEFAULT_BINS, counted_estimator, fit_contingency_table
+from dprelease.privacy.zcdp import zcdp_rho
 
 BINS = DEFAULT_BINS
 ITERS = 300

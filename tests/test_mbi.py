@@ -10,8 +10,8 @@ from scipy.stats import spearmanr
 from dprelease.encoding import Encoder
 from dprelease.errors import InputError
 from dprelease.generators import GENERATORS, make_generator
-from dprelease.generators.mbi import CONVERSION, zcdp_rho
 from dprelease.privacy.mechanisms import ZCDP
+from dprelease.privacy.zcdp import CONVERSION, zcdp_rho
 from dprelease.schema import Schema
 
 SCHEMA = Schema.model_validate(

@@ -13,7 +13,7 @@ from leak_checks import mentions_count
 
 from dprelease.config import SyntheticConfig
 from dprelease.datasets import census_like
-from dprelease.generators.mbi import zcdp_rho
+from dprelease.privacy.zcdp import zcdp_rho
 from dprelease.release.synthetic_plan import plan_release
 from dprelease.schema import load_schema
 
@@ -49,18 +49,20 @@ def test_mst_release_with_calibration_weights(prefect_server, tmp_path):
     plan = plan_release(load_schema(schema_path), config)
     (generator_spend,) = plan.generator_spends
     rho, epsilon = zcdp_rho(plan.generator.epsilon, plan.generator.delta)
+    assert generator_spend.params["rho"] == pytest.approx(rho, rel=1e-12)
     ledger = pq.read_table(release_dir / "ledger.parquet").to_pandas()
-    rows = {row.mechanism: row for row in ledger.itertuples()}
-    assert set(rows) == {"zcdp-mst", "weights:calibration"}
-    mst = rows["zcdp-mst"]
-    assert mst.epsilon == pytest.approx(epsilon, rel=1e-12)
-    assert mst.epsilon <= plan.generator.epsilon + 1e-12
-    assert mst.delta == pytest.approx(plan.generator.delta)
-    params = json.loads(mst.params)
-    assert params["rho"] == pytest.approx(rho, rel=1e-12) == generator_spend.params["rho"]
-    weights = rows["weights:calibration"]
-    assert weights.epsilon == pytest.approx(plan.weights_budget.epsilon)
-    assert weights.delta == pytest.approx(plan.weights_budget.delta)
+    # MST's and the weights' Gaussian mechanisms compose in zCDP: one entry at the release's
+    # (epsilon, delta), its rho the sum of theirs (release.synthetic_plan).
+    (entry,) = ledger.itertuples()
+    assert entry.mechanism == "zcdp-mst + weights:calibration"
+    assert entry.epsilon <= config.epsilon and entry.epsilon == pytest.approx(1.0, rel=1e-6)
+    assert entry.delta == pytest.approx(config.delta)
+    params = json.loads(entry.params)
+    parts = {c["mechanism"]: c for c in params["components"]}
+    assert parts["zcdp-mst"]["rho"] == pytest.approx(rho, rel=1e-12)
+    assert parts["zcdp-mst"]["epsilon"] == pytest.approx(epsilon, rel=1e-12)
+    assert params["rho"] == pytest.approx(rho + parts["weights:calibration"]["rho"], rel=1e-12)
+    assert params["rho"] <= zcdp_rho(config.epsilon, config.delta)[0]
 
     frame = pq.read_table(release_dir / "synthetic.parquet").to_pandas()
     assert len(frame) == 4000

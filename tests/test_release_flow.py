@@ -119,7 +119,16 @@ def test_release_end_to_end(prefect_server, census_csv, tmp_path):
     assert manifest["diagnostics"]["verdict"] in {"good", "ok", "unreliable"}
 
     ledger = pq.read_table(release_dir / "ledger.parquet").to_pandas()
-    assert set(ledger["mechanism"]) == {"zcdp-gaussian-marginals", "weights:calibration"}
+    # The generator's and the weights' Gaussian mechanisms: one zCDP entry at the release's
+    # (epsilon, delta), whose rho is the sum of the components' rhos.
+    (entry,) = ledger.itertuples()
+    assert entry.mechanism == "zcdp-gaussian-marginals + weights:calibration"
+    assert entry.epsilon <= 1.0 and entry.epsilon == pytest.approx(1.0, rel=1e-6)
+    params = json.loads(entry.params)
+    components = {c["mechanism"]: c["rho"] for c in params["components"]}
+    assert set(components) == {"zcdp-gaussian-marginals", "weights:calibration"}
+    assert params["rho"] == pytest.approx(sum(components.values()), rel=1e-12)
+    assert components["weights:calibration"] == pytest.approx(0.2 * params["rho"], rel=1e-6)
     assert (ledger["status"] == "spent").all()
     assert (ledger["release_id"] == release_dir.name).all()
 
@@ -219,7 +228,7 @@ def test_ledger_show_json(prefect_server, census_csv, tmp_path):
     }
     assert shown["reported"] == {}  # the PLD figure is reported for rdp datasets only
     assert shown["cap"] == {"epsilon": 3.0, "delta": 1e-5}
-    assert len(shown["entries"]) == 2
+    assert len(shown["entries"]) == 1  # generator and weights: one zCDP entry
     table = invoke("ledger", "show", "census-test")
     assert "accountant: basic" in table.stdout and "releases like the last one" in table.stdout
     assert invoke("ledger", "show", "other").exit_code == 2

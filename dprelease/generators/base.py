@@ -89,6 +89,9 @@ class Generator(ABC):
 
     name: ClassVar[str]
     has_discriminator: ClassVar[bool] = False
+    # Generators whose whole spend is one rho-zCDP Gaussian mechanism when delta > 0 (their
+    # share is given as the (epsilon, delta) whose conversion is that rho, `privacy.zcdp`).
+    zcdp_with_delta: ClassVar[bool] = False
     # Generators that train for many steps accept `progress=True` (a progress bar).
     shows_progress: ClassVar[bool] = False
 

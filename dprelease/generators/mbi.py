@@ -46,7 +46,6 @@ within their bin uniformly (`domain.write_cells`; integers with one cell per val
 
 from __future__ import annotations
 
-import math
 from abc import abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -60,6 +59,7 @@ from dprelease.generators.domain import cell_index, public_cells, write_cells
 from dprelease.privacy.accounting import PlannedSpend
 from dprelease.privacy.mechanisms import ZCDP
 from dprelease.privacy.noise import NoiseSource
+from dprelease.privacy.zcdp import CONVERSION, zcdp_rho
 from dprelease.progress import stage_progress
 
 DEFAULT_BINS = 16
@@ -72,40 +72,6 @@ DEFAULT_DEGREE = 3
 DEFAULT_MAX_SIZE_MB = 80.0
 DEFAULT_ROUNDS = 40
 MAX_REJECTION_PASSES = 50
-CONVERSION = "OpenDP make_zCDP_to_approxDP + make_fix_delta (Canonne, Kamath and Steinke 2020)"
-
-
-def zcdp_rho(epsilon: float, delta: float) -> tuple[float, float]:
-    """(rho, epsilon'): the largest rho whose OpenDP conversion at delta is epsilon' <= epsilon.
-
-    A Gaussian mechanism of L2 sensitivity 1 and scale s is rho = 1 / (2 s^2)-zCDP; OpenDP's
-    `binary_search_param` finds the s whose `make_fix_delta(make_zCDP_to_approxDP(...), delta)`
-    map meets (epsilon, delta); rho and epsilon' are read from OpenDP's own privacy maps.
-    """
-    if not (epsilon > 0 and math.isfinite(epsilon)):
-        raise ValueError(f"epsilon must be a positive finite number, got {epsilon!r}")
-    if not 0 < delta < 1:
-        raise ValueError(
-            "AIM and MST are rho-zCDP mechanisms, which are not pure epsilon-DP: give the "
-            "release a delta > 0 (the generator's share converts rho to (epsilon, delta))"
-        )
-    # The modules themselves, not `opendp.prelude` (which imports OpenDP's scikit-learn
-    # extras: 1.1 s of every release's start against 0.09 s here).
-    from opendp import combinators, domains, measurements, metrics
-    from opendp.mod import binary_search_param, enable_features
-
-    enable_features("contrib")
-
-    def gaussian(scale: float) -> Any:
-        domain, metric = domains.atom_domain(T=float, nan=False), metrics.absolute_distance(T=float)
-        return measurements.make_gaussian(domain, metric, scale)
-
-    def approx(scale: float) -> Any:
-        return combinators.make_fix_delta(combinators.make_zCDP_to_approxDP(gaussian(scale)), delta)
-
-    scale = binary_search_param(approx, d_in=1.0, d_out=(epsilon, delta), T=float)
-    spent_epsilon, _ = approx(scale).map(1.0)
-    return float(gaussian(scale).map(1.0)), float(spent_epsilon)
 
 
 def fit_contingency_table(
@@ -203,6 +169,7 @@ class _OpenDPMarginalGenerator(Generator):
 
     mechanism: ClassVar[str]
     shows_progress = True
+    zcdp_with_delta = True
 
     def __init__(
         self,

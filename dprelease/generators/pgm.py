@@ -69,6 +69,7 @@ from dprelease.generators.pgm_model import (
 from dprelease.privacy.accounting import PlannedSpend
 from dprelease.privacy.mechanisms import ZCDP, PureEpsilon
 from dprelease.privacy.noise import NoiseSource
+from dprelease.privacy.zcdp import CONVERSION, zcdp_rho
 
 DEFAULT_BINS = 16
 TARGET_GROUPS = 8
@@ -87,6 +88,7 @@ class PrivateGraphicalModel(CountsGenerator):
     """Noisy one-way, pair and target-interaction marginals, and a tree model fitted to them."""
 
     name = "pgm"
+    zcdp_with_delta = True
 
     def __init__(
         self, encoder: Encoder, epsilon: float, delta: float = 0.0, *, bins: int = DEFAULT_BINS
@@ -112,8 +114,6 @@ class PrivateGraphicalModel(CountsGenerator):
         }
         self.gaussian = delta > 0
         if self.gaussian:
-            from dprelease.generators.mbi import zcdp_rho
-
             self.rho, self.spent_epsilon = zcdp_rho(epsilon, delta)
         self.noise_std = {
             stage: self._stage_std(stage) for stage, count in self.tables.items() if count
@@ -142,8 +142,6 @@ class PrivateGraphicalModel(CountsGenerator):
     def planned_spends(self) -> list[PlannedSpend]:
         params = {"tables": self.tables, "noise_std": self.noise_std}
         if self.gaussian:
-            from dprelease.generators.mbi import CONVERSION
-
             return [
                 self.spend(
                     "zcdp-gaussian-marginals",

@@ -88,7 +88,7 @@ def estimate_weights(
     the real rows are re-read in chunks (or not at all, for `none`)."""
     method = plan.config.weights
     options: dict[str, Any] = weights_options(
-        method, plan.config.weights_options, plan.encoder, plan.generator
+        method, plan.config.weights_options, plan.encoder, plan.generator, plan.weights_rho
     )
     if method == "discriminator":
         options["discriminator"] = fitted.discriminator
@@ -192,7 +192,8 @@ def synthetic_bundle(
 
 
 def actual_spends(plan: SyntheticPlan, outcome: SyntheticOutcome) -> list[PlannedSpend]:
-    return [*outcome.generator_spends, *plan.actual_weights_spends(outcome.estimate)]
+    spends = [*outcome.generator_spends, *plan.actual_weights_spends(outcome.estimate)]
+    return plan.ledger_entries(spends)
 
 
 SYNTHETIC_PIPELINE = Pipeline(

@@ -20,11 +20,20 @@ values actually used):
 - synthetic rows: the schema's `max_rows`, but at least `DEFAULT_N_SYNTHETIC` (weights need
   many more synthetic rows than real ones to help; the number is public and free).
 
-Budget split: a private weight method gets the fraction F of the release's epsilon and
-delta and the generator the rest; `none` and `discriminator` weights leave the whole budget to
-the generator. `DEFAULT_WEIGHTS_FRACTION` = 0.2 is chosen from the evidence of
-the former benchmarks/utility.py on three public tables (README, "Choosing a generator and
-weights"), where marginals + calibration at F = 0.2 beat the unweighted rows and OpenDP's AIM on the
+Budget split: a private weight method gets the fraction F of the release's budget and the
+generator the rest; `none` and `discriminator` weights leave the whole budget to the
+generator. When both are Gaussian mechanisms accounted in zCDP (a `zcdp_with_delta`
+generator with delta > 0 and `calibration` weights with the Gaussian mechanism), the split is
+of the release's rho = `zcdp_rho(epsilon, delta)`: the generator gets (1 - F) rho, the weights
+F rho, and the release is ONE ledger entry, ZCDP(rho), recorded at (epsilon, delta)
+(`privacy.zcdp.composed_in_zcdp`; rhos add under composition, Bun and Steinke 2016, Lemma
+2.3). Splitting epsilon and delta instead converts each part on its own and composes the
+parts by adding epsilons, which wastes budget: at (1, 1e-6) the parts (0.8, 8e-7) and
+(0.2, 2e-7) are rho 0.0157 + 0.0012 (the weights' analytic Gaussian), 69 % of the 0.0244 that
+(1, 1e-6) allows. Otherwise the fraction F of epsilon and of delta goes to the weights.
+`DEFAULT_WEIGHTS_FRACTION` = 0.2 is chosen from the evidence of the former
+benchmarks/utility.py on three public tables (README, "Choosing a generator and weights"),
+where marginals + calibration at F = 0.2 beat the unweighted rows and OpenDP's AIM on the
 target model's coefficients. (The paper's beta_debiased weights did best at F = 0.1 in
 benchmarks/weights_fraction.py; pass --weights-fraction when choosing them.)
 """
@@ -37,10 +46,11 @@ from dprelease import weights as weight_methods
 from dprelease.config import SyntheticConfig
 from dprelease.encoding import Encoder
 from dprelease.errors import InputError
-from dprelease.generators import Generator, make_generator
+from dprelease.generators import GENERATORS, Generator, make_generator
 from dprelease.generators.base import CountsGenerator
 from dprelease.privacy.accounting import PlannedSpend, Spend, compose, default_delta
 from dprelease.privacy.mechanisms import DESCRIPTION_KEY
+from dprelease.privacy.zcdp import composed_in_zcdp, zcdp_epsilon, zcdp_rho
 from dprelease.release.pipeline import KindPlan
 from dprelease.schema import Schema
 from dprelease.weights.logistic_stream import STREAMING_WEIGHTS
@@ -50,6 +60,10 @@ DEFAULT_GENERATOR = "pgm"
 DEFAULT_WEIGHTS = "calibration"
 DEFAULT_WEIGHTS_FRACTION = 0.2
 BUDGET_FREE_WEIGHTS = ("none", "discriminator")
+# The parts' rhos are recovered through OpenDP's conversions (the generator's by binary
+# search); this margin keeps their sum within the release's rho despite floating point.
+ROUNDING_MARGIN = 1e-12
+ZCDP_WEIGHTS = ("calibration",)  # Gaussian weights that take a zCDP budget (`zcdp_rho`)
 SYNTHETIC_CALIBRATED_WEIGHTS = "weight_noised"
 
 
@@ -70,6 +84,7 @@ class SyntheticPlan(KindPlan):
     weights_fraction: float
     weights_budget: Spend
     weights_plan: dict
+    zcdp_rho: float | None = None  # the release's rho when it is one zCDP entry (docstring)
 
     @property
     def streams(self) -> bool:
@@ -117,7 +132,19 @@ class SyntheticPlan(KindPlan):
         spends = list(self.generator_spends)
         if self.weights_spend is not None:
             spends.append(self.weights_spend)
-        return spends
+        return self.ledger_entries(spends)
+
+    def ledger_entries(self, spends: list[PlannedSpend]) -> list[PlannedSpend]:
+        """The generator's and the weights' spends as the ledger records them: one zCDP
+        entry when the release is accounted in zCDP (module docstring), else as they are."""
+        if self.zcdp_rho is None:
+            return spends
+        return [composed_in_zcdp(spends, self.config.delta)]
+
+    @property
+    def weights_rho(self) -> float | None:
+        """The weights' zCDP budget, F rho, when the release is accounted in zCDP."""
+        return None if self.zcdp_rho is None else self.weights_fraction * self.zcdp_rho
 
     @property
     def total(self) -> Spend:
@@ -145,6 +172,10 @@ class SyntheticPlan(KindPlan):
             | {"n_synthetic": self.n_synthetic},
             "generator": self.generator.config()
             | {"epsilon": self.generator.epsilon, "delta": self.generator.delta},
+            "budget_split": {
+                "of": "rho (one zCDP entry)" if self.zcdp_rho else "epsilon and delta",
+                "rho": self.zcdp_rho,
+            },
             "weights": {
                 "method": self.config.weights,
                 "fraction": self.weights_fraction,
@@ -188,14 +219,24 @@ def plan_release(
         )
         raise InputError(f"unknown weights method {config.weights!r}; choose one of: {known}")
     fraction = _weights_fraction(config)
-    release = Spend(config.epsilon, config.delta)
-    weights_budget = Spend(fraction * release.epsilon, fraction * release.delta)
+    rho = _release_rho(config, fraction)
+    if rho is not None:
+        delta = config.delta
+        weights_budget = Spend(zcdp_epsilon(fraction * rho, delta), delta)
+        generator_budget = Spend(zcdp_epsilon((1 - fraction) * rho, delta), delta)
+    if rho is None or not min(weights_budget.epsilon, generator_budget.epsilon) > 0:
+        # (With a delta so large that a part converts to epsilon 0, split epsilon and delta.)
+        rho = None
+        weights_budget = Spend(fraction * config.epsilon, fraction * config.delta)
+        generator_budget = Spend(
+            config.epsilon - weights_budget.epsilon, config.delta - weights_budget.delta
+        )
     encoder = Encoder(schema)
     generator = make_generator(
         config.generator,
         encoder,
-        release.epsilon - weights_budget.epsilon,
-        release.delta - weights_budget.delta,
+        generator_budget.epsilon,
+        generator_budget.delta,
         **config.generator_options,
     )
     if config.weights == "discriminator" and not generator.has_discriminator:
@@ -203,7 +244,10 @@ def plan_release(
             f"generator {config.generator!r} has no probabilistic discriminator; choose "
             "another weights method or a DP-GAN generator"
         )
-    weights_plan = _plan_weights(config, weights_budget, encoder, config.n_synthetic, generator)
+    weights_rho = None if rho is None else fraction * rho
+    weights_plan = _plan_weights(
+        config, weights_budget, encoder, config.n_synthetic, generator, weights_rho
+    )
     return SyntheticPlan(
         schema=schema,
         config=config,
@@ -213,7 +257,25 @@ def plan_release(
         weights_fraction=fraction,
         weights_budget=weights_budget,
         weights_plan=weights_plan,
+        zcdp_rho=rho,
     )
+
+
+def _release_rho(config: SyntheticConfig, fraction: float) -> float | None:
+    """The release's rho when its generator and weights are both accounted in zCDP (module
+    docstring), else None."""
+    gaussian_weights = config.weights_options.get("mechanism") in (None, "gaussian")
+    generator = GENERATORS.get(config.generator)
+    if not (
+        config.delta
+        and fraction
+        and config.weights in ZCDP_WEIGHTS
+        and gaussian_weights
+        and getattr(generator, "zcdp_with_delta", False)
+    ):
+        return None
+    rho, _ = zcdp_rho(config.epsilon, config.delta)
+    return rho * (1 - ROUNDING_MARGIN)
 
 
 def _weights_fraction(config: SyntheticConfig) -> float:
@@ -238,6 +300,7 @@ def _plan_weights(
     encoder: Encoder,
     n_synthetic: int,
     generator: Generator | None = None,
+    rho: float | None = None,
 ) -> dict:
     if config.weights in BUDGET_FREE_WEIGHTS:
         return {"mechanism": "none" if config.weights == "none" else "post-processing"}
@@ -255,7 +318,7 @@ def _plan_weights(
         budget.delta,
         encoder.width,
         n_synthetic,
-        **weights_options(config.weights, config.weights_options, encoder, generator),
+        **weights_options(config.weights, config.weights_options, encoder, generator, rho),
     )
 
 
@@ -265,7 +328,11 @@ def default_n_synthetic(schema: Schema) -> int:
 
 
 def weights_options(
-    method: str, options: dict, encoder: Encoder, generator: Generator | None = None
+    method: str,
+    options: dict,
+    encoder: Encoder,
+    generator: Generator | None = None,
+    rho: float | None = None,
 ) -> dict:
     """The weight method's options, with the public encoder for methods whose feature map
     is built from the schema's columns (`weight_methods.ENCODER_METHODS`); the calibration
@@ -273,7 +340,8 @@ def weights_options(
     hold (unless the options name them)."""
     if method not in weight_methods.ENCODER_METHODS:
         return dict(options)
-    held = {}
+    held: dict = {}
     if method == "calibration" and isinstance(getattr(generator, "bins", None), int):
         held = {"margin_bins": generator.bins}
-    return {**held, **options, "encoder": encoder}
+    budget = {} if rho is None else {"zcdp_rho": rho}
+    return {**held, **options, "encoder": encoder, **budget}

@@ -105,6 +105,7 @@ from dprelease.privacy.accounting import NEIGHBOURING
 from dprelease.privacy.calibration import gaussian_sigma, laplace_scale
 from dprelease.privacy.mechanisms import DESCRIPTION_KEY, Gaussian, Laplace
 from dprelease.privacy.noise import NoiseSource
+from dprelease.privacy.zcdp import zcdp_epsilon
 from dprelease.weights.base import (
     MethodSpec,
     Plan,
@@ -157,7 +158,10 @@ class CalibrationSettings:
     `moments` (also match the target's moments, `weights/target_moments.py`, when the
     schema names a target), `moment_scale` (c: the moments' share of the budget),
     `hold_margins` and `margin_bins` (hold the one-way margins over the generator's public
-    cells, `weights/held_margins.py`; the release passes its generator's bins)."""
+    cells, `weights/held_margins.py`; the release passes its generator's bins), `zcdp_rho`
+    (Gaussian only: calibrate sigma = sensitivity / sqrt(2 rho) for rho-zCDP, which is
+    (epsilon, delta)-DP at the conversion's epsilon <= the budget's; the release passes it
+    when its generator is accounted in zCDP too, so that the two compose by adding rhos)."""
 
     def target_moments(self) -> TargetMoments | None:
         """The moment map when the settings ask for one and the schema allows it."""
@@ -176,6 +180,7 @@ class CalibrationSettings:
     moment_scale: float = DEFAULT_MOMENT_SCALE
     hold_margins: bool = True
     margin_bins: int = DEFAULT_MARGIN_BINS
+    zcdp_rho: float | None = None
 
     def __post_init__(self) -> None:
         from dprelease.encoding import Encoder
@@ -196,6 +201,8 @@ class CalibrationSettings:
         check_number("margin_bins", self.margin_bins, low=0, high=10_000, integer=True)
         if self.mechanism not in (None, "gaussian", "laplace"):
             raise InputError(f"mechanism must be 'gaussian' or 'laplace', got {self.mechanism!r}")
+        if self.zcdp_rho is not None:
+            check_number("zcdp_rho", self.zcdp_rho, high=1e6)
 
 
 @dataclass(frozen=True)
@@ -220,13 +227,15 @@ def _plan(req: PlanRequest) -> Plan:
             "method 'calibration' with the Gaussian mechanism needs 0 < delta < 1; give the "
             "release a delta or choose mechanism='laplace' (pure epsilon)"
         )
+    if s.zcdp_rho is not None and mechanism != "gaussian":
+        raise InputError("option zcdp_rho is a budget of the Gaussian mechanism only")
     active = active_features(s.encoder, s.pairs)
     moments = s.target_moments()
     squared = 0.0 if moments is None else moments.squared_sensitivity
     names = [column.name for column in s.encoder.columns]
     if mechanism == "gaussian":
         sensitivity = math.sqrt(active + squared)
-        scale = gaussian_sigma(sensitivity, epsilon, delta)
+        scale = _gaussian_scale(sensitivity, epsilon, delta, s.zcdp_rho)
         description = Gaussian(scale, sensitivity)
     else:
         sensitivity = float(active + (0.0 if moments is None else moments.l1_sensitivity))
@@ -238,6 +247,7 @@ def _plan(req: PlanRequest) -> Plan:
         "non_private": False,
         "mechanism": mechanism,
         "noise_scale": scale,
+        "zcdp_rho": s.zcdp_rho,
         "sensitivity": sensitivity,
         "sensitivity_norm": "l2" if mechanism == "gaussian" else "l1",
         "neighbouring": NEIGHBOURING,
@@ -271,6 +281,20 @@ def _plan(req: PlanRequest) -> Plan:
     }
     fixed = CalibrationPlan(mechanism, scale)
     return Plan(record, (s, fixed), epsilon_spent=epsilon, delta_spent=delta)
+
+
+def _gaussian_scale(sensitivity: float, epsilon: float, delta: float, rho: float | None) -> float:
+    """sigma of the noisy sums: the analytic Gaussian at (epsilon, delta), or with a zCDP
+    budget sensitivity / sqrt(2 rho), refused unless rho-zCDP is within (epsilon, delta)."""
+    if rho is None:
+        return gaussian_sigma(sensitivity, epsilon, delta)
+    converted = zcdp_epsilon(rho, delta)
+    if converted > epsilon * (1 + 1e-9):
+        raise InputError(
+            f"zcdp_rho={rho:g} is ({converted:g}, {delta:g})-DP, more than the weights' "
+            f"budget ({epsilon:g}, {delta:g})"
+        )
+    return sensitivity / math.sqrt(2.0 * rho)
 
 
 def _budget_split(mechanism: str, active: int, moments: TargetMoments | None) -> dict:
