@@ -45,6 +45,7 @@ def build_release(
     ledger_url: str | None = None,
     epsilon: float = 1.0,
     weights: str = "beta_debiased",
+    generator: str | None = None,
     temper: float = 1.0,
     on_invalid_rows: str = "refuse",
     n_real: int = 1537,
@@ -56,6 +57,7 @@ def build_release(
         epsilon=epsilon,
         delta=1e-6,
         weights=weights,
+        generator=generator,
         # The paper's weights without the noise gate: tampering tests need weights that vary
         # (the gate may flatten them on this table).
         weights_options={"noise_gate": False} if weights == "beta_debiased" else {},

@@ -13,7 +13,7 @@ from dprelease.datasets import census_like
 from dprelease.encoding import Encoder
 from dprelease.generators import make_generator
 from dprelease.generators.domain import cell_index, marginal_tvd, public_cells, write_cells
-from dprelease.generators.pgm_model import maximum_spanning_tree
+from dprelease.generators.pgm_model import coarsening, maximum_spanning_tree
 from dprelease.privacy.mechanisms import ZCDP, PureEpsilon
 from dprelease.schema import Schema, load_schema
 
@@ -180,3 +180,21 @@ def test_pgm_keeps_the_zeros_of_a_log_spaced_count_column(seeded_noise):
         _, _, synthetic = _fit("pgm", real, seeded_noise, epsilon=2.0, encoder=encoder)
         zeros[spacing] = float((encoder.decode(synthetic)["visits"] == 0).mean())
     assert abs(zeros["log"] - 0.7) < 0.03 and zeros["equal"] < 0.2
+
+
+def test_coarse_groups_follow_the_mass_of_a_skewed_column():
+    """The model round groups a feature's fine cells by its DP one-way shares: a column with
+    half its rows in the first cell keeps that cell alone at two groups (equal widths would
+    merge it with seven more), groups are consecutive and none is empty, the missing cell is
+    its own group, and with a group per cell nothing is merged."""
+    column = {"spend": {"type": "continuous", "min": 0, "max": 3500, "nullable": True}}
+    cells = public_cells(Encoder(_schema(column)).columns[0], 16)
+    shares = np.array([0.5, 0.15, 0.1, 0.08, 0.05, 0.04, 0.03, 0.02] + [0.005] * 8 + [0.1])
+    assert coarsening(cells, 2).tolist() == [0] * 8 + [1] * 8 + [2]
+    by_mass = coarsening(cells, 2, shares)
+    assert by_mass.tolist() == [0] + [1] * 15 + [2]
+    for groups in (3, 4, 8):
+        mapping = coarsening(cells, groups, shares)[:-1]
+        assert mapping[0] == 0 and set(np.diff(mapping)) <= {0, 1}
+        assert mapping.max() < groups
+    assert coarsening(cells, 16, shares)[:-1].tolist() == list(range(16))

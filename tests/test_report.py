@@ -142,7 +142,9 @@ def test_uniform_weights_report_bounded_weights(tmp_path):
 
 
 def test_calibration_weights_say_what_they_were_calibrated_to(tmp_path):
-    directory = build_release(tmp_path, n_synthetic=3000, weights="calibration", epsilon=3.0)
+    directory = build_release(
+        tmp_path, n_synthetic=3000, weights="calibration", generator="marginals", epsilon=3.0
+    )
     text = (directory / "report.md").read_text()
     manifest = json.loads((directory / "manifest.json").read_text())
     fit = manifest["configuration"]["weights"]["calibration"]
