@@ -196,7 +196,7 @@ def toy_figure(
             epsilon=epsilon if private else None,
             delta=1e-5 if private else None,
             noise=NoiseSource(),
-            **weights_options(method, {}, encoder),
+            **weights_options(method, {}, encoder, None, None),
         )
         panels.append(
             (method, synthetic, normalised_weights(psis(estimate.log_weights).log_weights))

@@ -40,7 +40,7 @@ from dprelease.privacy.noise import NoiseSource
 from dprelease.release.files import DIAGNOSTICS_FILE, SYNTHETIC, SYNTHETIC_FILE
 from dprelease.release.pipeline import Pipeline, Source, Step
 from dprelease.release.report.synthetic import write_report
-from dprelease.release.synthetic_plan import SyntheticPlan, plan_release, weights_options
+from dprelease.release.synthetic_plan import SyntheticPlan, plan_release
 from dprelease.release.writer import LedgerRecord, ReleaseBundle
 from dprelease.weights.held_margins import held_shift
 from dprelease.weights.logistic_stream import STREAMING_WEIGHTS, estimate_streaming
@@ -87,9 +87,7 @@ def estimate_weights(
     """The weights of the synthetic rows with their share of the budget; on the chunked path
     the real rows are re-read in chunks (or not at all, for `none`)."""
     method = plan.config.weights
-    options: dict[str, Any] = weights_options(
-        method, plan.config.weights_options, plan.encoder, plan.generator, plan.weights_rho
-    )
+    options: dict[str, Any] = dict(plan.weights_settings)
     if method == "discriminator":
         options["discriminator"] = fitted.discriminator
     budget = {

@@ -84,6 +84,7 @@ class SyntheticPlan(KindPlan):
     weights_fraction: float
     weights_budget: Spend
     weights_plan: dict
+    weights_settings: dict  # the weight method's resolved options (`weights_options`)
     zcdp_rho: float | None = None  # the release's rho when it is one zCDP entry (docstring)
 
     @property
@@ -141,10 +142,6 @@ class SyntheticPlan(KindPlan):
             return spends
         return [composed_in_zcdp(spends, self.config.delta)]
 
-    @property
-    def weights_rho(self) -> float | None:
-        """The weights' zCDP budget, F rho, when the release is accounted in zCDP."""
-        return None if self.zcdp_rho is None else self.weights_fraction * self.zcdp_rho
 
     @property
     def total(self) -> Spend:
@@ -245,9 +242,10 @@ def plan_release(
             "another weights method or a DP-GAN generator"
         )
     weights_rho = None if rho is None else fraction * rho
-    weights_plan = _plan_weights(
-        config, weights_budget, encoder, config.n_synthetic, generator, weights_rho
+    settings = weights_options(
+        config.weights, config.weights_options, encoder, generator, weights_rho
     )
+    weights_plan = _plan_weights(config, weights_budget, encoder.width, settings)
     return SyntheticPlan(
         schema=schema,
         config=config,
@@ -257,6 +255,7 @@ def plan_release(
         weights_fraction=fraction,
         weights_budget=weights_budget,
         weights_plan=weights_plan,
+        weights_settings=settings,
         zcdp_rho=rho,
     )
 
@@ -294,14 +293,8 @@ def _weights_fraction(config: SyntheticConfig) -> float:
     return fraction
 
 
-def _plan_weights(
-    config: SyntheticConfig,
-    budget: Spend,
-    encoder: Encoder,
-    n_synthetic: int,
-    generator: Generator | None = None,
-    rho: float | None = None,
-) -> dict:
+def _plan_weights(config: SyntheticConfig, budget: Spend, width: int, options: dict) -> dict:
+    """The weights' public calibration (`weight_methods.plan`) with their resolved options."""
     if config.weights in BUDGET_FREE_WEIGHTS:
         return {"mechanism": "none" if config.weights == "none" else "post-processing"}
     if config.weights == SYNTHETIC_CALIBRATED_WEIGHTS:
@@ -313,12 +306,7 @@ def _plan_weights(
             "calibration": "from the public synthetic design matrix, after sampling",
         }
     return weight_methods.plan(
-        config.weights,
-        budget.epsilon,
-        budget.delta,
-        encoder.width,
-        n_synthetic,
-        **weights_options(config.weights, config.weights_options, encoder, generator, rho),
+        config.weights, budget.epsilon, budget.delta, width, config.n_synthetic, **options
     )
 
 
@@ -328,16 +316,13 @@ def default_n_synthetic(schema: Schema) -> int:
 
 
 def weights_options(
-    method: str,
-    options: dict,
-    encoder: Encoder,
-    generator: Generator | None = None,
-    rho: float | None = None,
+    method: str, options: dict, encoder: Encoder, generator: Generator | None, rho: float | None
 ) -> dict:
     """The weight method's options, with the public encoder for methods whose feature map
     is built from the schema's columns (`weight_methods.ENCODER_METHODS`); the calibration
     weights also get the generator's public bins, the cells of the one-way margins they
-    hold (unless the options name them)."""
+    hold (unless the options name them), and their zCDP budget `rho` when the release is
+    one zCDP entry (module docstring)."""
     if method not in weight_methods.ENCODER_METHODS:
         return dict(options)
     held: dict = {}
