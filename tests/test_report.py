@@ -315,3 +315,18 @@ def test_distinct_rows_are_counted_and_a_collapse_is_flagged(report, release, ma
     assert rows["missing_categories"] == {}
     assert collapse(table[table["a"] == "x"], small)["missing_categories"] == {"a": ["y"]}
     assert public_domain_size({"n": {"type": "integer", "min": 1, "max": 10}}) == 10
+
+
+def test_a_zcdp_release_says_why_its_allotments_add_up_to_more(tmp_path):
+    """pgm + calibration share the release's rho: each part's epsilon alone sums to more than
+    the release's, and the report says why (one ledger entry, rhos add)."""
+    directory = build_release(tmp_path, n_synthetic=300, weights="calibration")
+    text = (directory / "report.md").read_text()
+    manifest = json.loads((directory / "manifest.json").read_text())
+    configuration = manifest["configuration"]
+    parts = configuration["generator"]["epsilon"] + configuration["weights"]["epsilon"]
+    assert parts > manifest["release_spend"]["epsilon"]
+    assert "20.0% of the release's zCDP budget ρ" in text
+    assert f"sharing the release's ρ = {human(configuration['budget_split']['rho'])}" in text
+    assert "The ledger records them as one entry." in text
+    assert len(pd.read_parquet(directory / "ledger.parquet")) == 1

@@ -95,14 +95,26 @@ def _made_section(manifest: dict, synthetic: pd.DataFrame) -> list[str]:
     configuration = manifest["configuration"]
     generator, weights = configuration["generator"], configuration["weights"]
     fraction = weights.get("fraction")
-    share = f", {percent(fraction)} of the release's budget" if fraction else ""
-    return [
+    rho = (configuration.get("budget_split") or {}).get("rho")
+    of = "zCDP budget ρ" if rho else "budget"
+    share = f", {percent(fraction)} of the release's {of}" if fraction else ""
+    lines = [
         "## How it was made",
         "",
         f"- Generator: `{generator['generator']}` (allotted {_part_spend(generator)}).",
         f"- Weights: `{weights['method']}`{share} (allotted {_part_spend(weights)}).",
         f"- Synthetic rows: {len(synthetic):,}.",
         "",
+    ]
+    if rho:
+        lines += [
+            f"Both are Gaussian mechanisms sharing the release's ρ = {human(rho)} (zero-"
+            "concentrated DP): each alone is (ε, δ)-DP at its allotment above, and together, "
+            "since their ρs add, they are (ε, δ)-DP at the release's spend, less than the sum "
+            "of their ε. The ledger records them as one entry.",
+            "",
+        ]
+    return lines + [
         "What each mechanism actually spent is in `ledger.parquet` (a mechanism may spend less "
         "than its allotment, e.g. a pure-ε mechanism spends no δ).",
         "",
