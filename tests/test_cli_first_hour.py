@@ -112,7 +112,7 @@ def test_help_lists_choices_defaults_ledger_variable_and_exit_codes():
         "privbayes",
         "beta_debiased",
         "dp_mlp",
-        "(default: 0.2",
+        "(default: 0.05",
         "calibration",
         "DPRELEASE_LEDGER_URL",
         "Exit codes",

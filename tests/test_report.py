@@ -326,7 +326,7 @@ def test_a_zcdp_release_says_why_its_allotments_add_up_to_more(tmp_path):
     configuration = manifest["configuration"]
     parts = configuration["generator"]["epsilon"] + configuration["weights"]["epsilon"]
     assert parts > manifest["release_spend"]["epsilon"]
-    assert "20.0% of the release's zCDP budget ρ" in text
+    assert "5.0% of the release's zCDP budget ρ" in text
     assert f"sharing the release's ρ = {human(configuration['budget_split']['rho'])}" in text
     assert "The ledger records them as one entry." in text
     assert len(pd.read_parquet(directory / "ledger.parquet")) == 1

@@ -12,9 +12,10 @@ from dprelease.config import SyntheticConfig
 from dprelease.encoding import Encoder
 from dprelease.errors import InputError
 from dprelease.privacy.accounting import PlannedSpend
+from dprelease.privacy.calibration import gaussian_sigma
 from dprelease.privacy.mechanisms import ZCDP, Gaussian
 from dprelease.privacy.zcdp import composed_in_zcdp, rho_of, zcdp_epsilon, zcdp_rho
-from dprelease.release.synthetic_plan import plan_release
+from dprelease.release.synthetic_plan import DEFAULT_ZCDP_WEIGHTS_FRACTION, plan_release
 from dprelease.schema import load_schema
 from dprelease.weights.calibration import CalibrationSettings, _gaussian_scale
 
@@ -55,13 +56,17 @@ def test_default_release_is_one_zcdp_entry_that_spends_exactly_its_budget():
     assert entry.description.rho == pytest.approx(release_rho, rel=1e-9)
     assert entry.description.rho <= release_rho
     generator, weights = entry.params["components"]
-    assert generator["rho"] == pytest.approx(0.8 * release_rho, rel=1e-6)
-    assert weights["rho"] == pytest.approx(0.2 * release_rho, rel=1e-9)
+    assert plan.weights_fraction == DEFAULT_ZCDP_WEIGHTS_FRACTION == 0.05
+    assert generator["rho"] == pytest.approx(0.95 * release_rho, rel=1e-6)
+    assert weights["rho"] == pytest.approx(0.05 * release_rho, rel=1e-9)
     # Each part's own (epsilon, delta) is its rho converted at the release's delta.
     assert weights["epsilon"] == pytest.approx(zcdp_epsilon(weights["rho"], 1e-6), rel=1e-9)
     # More budget than splitting epsilon and delta gave: the generator's rho then was
-    # zcdp_rho(0.8, 8e-7), the weights' that of an analytic Gaussian at (0.2, 2e-7).
-    assert generator["rho"] > 1.2 * zcdp_rho(0.8, 8e-7)[0]
+    # zcdp_rho(0.8, 8e-7), the weights' that of an analytic Gaussian at (0.2, 2e-7), whose
+    # noise the default share keeps (within 5 %).
+    assert generator["rho"] > 1.4 * zcdp_rho(0.8, 8e-7)[0]
+    former = gaussian_sigma(plan.weights_plan["sensitivity"], 0.2, 2e-7)
+    assert plan.weights_plan["noise_scale"] == pytest.approx(former, rel=0.05)
     assert plan.configuration()["budget_split"]["rho"] == pytest.approx(release_rho)
 
 

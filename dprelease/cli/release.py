@@ -20,6 +20,7 @@ from dprelease.release.synthetic_plan import (
     DEFAULT_GENERATOR,
     DEFAULT_WEIGHTS,
     DEFAULT_WEIGHTS_FRACTION,
+    DEFAULT_ZCDP_WEIGHTS_FRACTION,
     plan_release,
 )
 from dprelease.weights import NON_PRIVATE_METHODS, PRIVATE_METHODS
@@ -68,8 +69,10 @@ def release(
         float | None,
         typer.Option(
             "--weights-fraction",
-            help="Share of epsilon and delta for the weights (default: "
-            f"{DEFAULT_WEIGHTS_FRACTION}; 0 for none and discriminator)",
+            help="The weights' share of the budget (default: "
+            f"{DEFAULT_ZCDP_WEIGHTS_FRACTION} of the release's zCDP rho when the generator and "
+            f"the weights are both Gaussian, else {DEFAULT_WEIGHTS_FRACTION} of epsilon and "
+            "delta; 0 for none and discriminator)",
             show_default=False,
         ),
     ] = None,

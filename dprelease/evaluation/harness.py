@@ -37,7 +37,6 @@ from dprelease.release.synthetic import SYNTHETIC_PIPELINE, diagnose
 from dprelease.release.synthetic_plan import (
     BUDGET_FREE_WEIGHTS,
     DEFAULT_GENERATOR,
-    DEFAULT_WEIGHTS_FRACTION,
     plan_release,
 )
 from dprelease.schema import CategoricalColumn, Schema
@@ -67,7 +66,7 @@ class EvaluationGrid:
     seeds: int = 10
     delta: float = 1e-5
     test_fraction: float = 0.2
-    weights_fraction: float = DEFAULT_WEIGHTS_FRACTION
+    weights_fraction: float | None = None  # None: the release's default
     n_synthetic: int | None = None
     wst_rows: int = 2000
     generator_options: dict = field(default_factory=dict)
