@@ -112,7 +112,7 @@ def test_help_lists_choices_defaults_ledger_variable_and_exit_codes():
         "privbayes",
         "beta_debiased",
         "dp_mlp",
-        "(default: 0.05",
+        "0.05 of the release's",
         "calibration",
         "DPRELEASE_LEDGER_URL",
         "Exit codes",
