@@ -13,7 +13,12 @@ from dprelease.datasets import census_like
 from dprelease.encoding import Encoder
 from dprelease.generators import make_generator
 from dprelease.generators.domain import cell_index, marginal_tvd, public_cells, write_cells
-from dprelease.generators.pgm_model import coarsening, maximum_spanning_tree
+from dprelease.generators.pgm_model import (
+    CoarseSum,
+    coarsening,
+    maximum_spanning_tree,
+    pooled_one_way,
+)
 from dprelease.privacy.mechanisms import ZCDP, PureEpsilon
 from dprelease.schema import Schema, load_schema
 
@@ -198,3 +203,21 @@ def test_coarse_groups_follow_the_mass_of_a_skewed_column():
         assert mapping[0] == 0 and set(np.diff(mapping)) <= {0, 1}
         assert mapping.max() < groups
     assert coarsening(cells, 16, shares)[:-1].tolist() == list(range(16))
+
+
+def test_pooled_one_way_averages_coarse_totals_by_precision_and_keeps_the_fine_shape():
+    """Round 1's fine shares and a model table's coarse sums of the same column are averaged
+    with inverse-variance weights at the coarse level; within a coarse cell the fine shape
+    of round 1 stays; a column no table sums is unchanged."""
+    shares = np.array([0.1, 0.3, 0.2, 0.4])
+    mapping = np.array([0, 0, 1, 1])
+    total, variance = 1000.0, 100.0  # round 1: coarse share variance 2 x 100 / 1000^2
+    precise = CoarseSum(0, mapping, np.array([600.0, 400.0]), variance=1e-6)
+    (pooled, untouched) = pooled_one_way([shares, shares], variance, total, [precise])
+    np.testing.assert_allclose(pooled[:2].sum(), 0.6, atol=1e-6)
+    np.testing.assert_allclose(pooled[0] / pooled[1], 1 / 3)
+    np.testing.assert_allclose(untouched, shares)
+    # equal variances: the coarse share is the plain average of 0.4 and 0.6
+    equal = CoarseSum(0, mapping, np.array([600.0, 400.0]), variance=2 * variance)
+    (halfway, _) = pooled_one_way([shares, shares], variance, total, [equal])
+    np.testing.assert_allclose(halfway[:2].sum(), 0.5)

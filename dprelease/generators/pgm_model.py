@@ -185,6 +185,51 @@ def match_one_way(
     return matched
 
 
+@dataclass(frozen=True)
+class CoarseSum:
+    """A noisy table summed to one column's coarse cells: `counts` per coarse cell of
+    `mapping`, each with noise variance `variance` (the table's cell variance times the
+    cells summed)."""
+
+    column: int
+    mapping: np.ndarray
+    counts: np.ndarray
+    variance: float
+
+
+def pooled_one_way(
+    one_way: list[np.ndarray], variance: float, total: float, sums: list[CoarseSum]
+) -> list[np.ndarray]:
+    """One-way shares that also use the model round's tables (post-processing).
+
+    Each model table, summed over its other axes, measures its columns' coarse totals
+    again. Per column and coarse cell G of m fine cells, the round-1 share p1_G (variance
+    about m v1 / N^2, v1 the round-1 cell variance: an over-statement, the smoothing lowers
+    it) and the tables' z_k / N (variance v_k / N^2) are averaged with inverse-variance
+    weights (the least-squares estimate of the coarse share, as Private-PGM pools every
+    measurement of a marginal); the fine shares within G are scaled by the new p_G / p1_G,
+    so the fine shape of round 1 is kept."""
+    by_column: dict[int, list[CoarseSum]] = {}
+    for item in sums:
+        by_column.setdefault(item.column, []).append(item)
+    pooled = list(one_way)
+    for column, items in by_column.items():
+        mapping = items[0].mapping
+        shares = one_way[column]
+        cells = np.bincount(mapping)
+        own = coarsen(shares, 0, mapping)
+        precision = total**2 / (cells * variance)
+        weighted = own * precision
+        for item in items:
+            weighted = weighted + item.counts * total / item.variance
+            precision = precision + total**2 / item.variance
+        estimate = np.clip(weighted / precision, 0.0, None)
+        scale = np.where(own > 0, estimate / np.maximum(own, 1e-300), 0.0)
+        fine = shares * scale[mapping]
+        pooled[column] = fine / fine.sum() if fine.sum() > 0 else shares
+    return pooled
+
+
 def project_to_simplex(noisy: np.ndarray, total: float) -> np.ndarray:
     """The nearest (L2) non-negative vector summing to `total`: max(noisy - tau, 0) (Duchi
     et al. 2008). Unlike clipping negative counts, it does not move mass onto the empty cells
