@@ -225,3 +225,20 @@ def test_raking_holds_the_margins_of_weights_concentrated_on_two_rows():
     log_weights[[2_600, 2_700]] = [0.0, -0.5]
     raked, growth = held.rake(log_weights)
     assert held.max_shift(raked) <= HELD_TOLERANCE and np.isfinite(growth)
+
+
+def test_held_margin_indicators_mark_each_rows_kept_cells():
+    """The raking matrix: row i has a one in column offsets[j] + k exactly when column j's
+    cell of row i is the k-th kept cell (the reference cell has none), for all rows and for
+    a subset of rows."""
+    rng = np.random.default_rng(4)
+    held = _held_margins(rng.integers(0, 40, size=(500, 3)), 40)
+    expected = np.zeros((500, held.size))
+    for j, kept in enumerate(held.kept):
+        for k, cell in enumerate(kept):
+            expected[held.index[:, j] == cell, held.offsets[j] + k] = 1.0
+    full = held.matrix()
+    np.testing.assert_array_equal(full.toarray(), expected)
+    rows = np.array([3, 7, 499, 0])
+    np.testing.assert_array_equal(held.matrix(rows).toarray(), expected[rows])
+    assert expected.sum(axis=1).min() < 3  # some rows sit in a reference cell

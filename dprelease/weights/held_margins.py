@@ -56,19 +56,22 @@ class HeldMargins:
         self.size = int(self.offsets[-1])
 
     def matrix(self, rows: np.ndarray | None = None) -> sparse.csr_array:
-        """Indicators of the kept cells for the synthetic rows `rows` (all by default)."""
+        """Indicators of the kept cells for the synthetic rows `rows` (all by default).
+
+        Built straight as CSR (the hits of each row in column order, int32 indices): on 1M
+        synthetic rows of the census-like table the former COO build held about 300 MB
+        while it ran, at every raking step."""
         index = self.index if rows is None else self.index[rows]
-        n = index.shape[0]
-        out_rows, out_cols = [], []
+        feature = np.empty(index.shape, dtype=np.int32)
         for j, kept in enumerate(self.kept):
-            position = np.full(self.cells[j].size, -1)
-            position[kept] = np.arange(kept.size)
-            feature = position[index[:, j]]
-            hit = feature >= 0
-            out_rows.append(np.flatnonzero(hit))
-            out_cols.append(self.offsets[j] + feature[hit])
-        r, c = np.concatenate(out_rows), np.concatenate(out_cols)
-        return sparse.csr_array((np.ones(r.size), (r, c)), shape=(n, self.size))
+            position = np.full(self.cells[j].size, -1, dtype=np.int32)
+            position[kept] = self.offsets[j] + np.arange(kept.size, dtype=np.int32)
+            feature[:, j] = position[index[:, j]]
+        hit = feature >= 0
+        indices = feature[hit]  # row-major: each row's hits in column order
+        indptr = np.concatenate([[0], np.cumsum(hit.sum(axis=1))])
+        data = np.ones(indices.size)
+        return sparse.csr_array((data, indices, indptr), shape=(index.shape[0], self.size))
 
     def log_bound(self, b: np.ndarray) -> float:
         """max over rows of b^T (held indicators): per column its largest coefficient or 0
