@@ -155,7 +155,6 @@ class SyntheticPlan(KindPlan):
             return spends
         return [composed_in_zcdp(spends, self.config.delta)]
 
-
     @property
     def total(self) -> Spend:
         return compose(self.planned_spends)

@@ -289,7 +289,7 @@ def _gaussian_scale(sensitivity: float, epsilon: float, delta: float, rho: float
     if rho is None:
         return gaussian_sigma(sensitivity, epsilon, delta)
     converted = zcdp_epsilon(rho, delta)
-    if converted > epsilon * (1 + 1e-9):
+    if converted > epsilon:  # the release passes epsilon = zcdp_epsilon(rho, delta) itself
         raise InputError(
             f"zcdp_rho={rho:g} is ({converted:g}, {delta:g})-DP, more than the weights' "
             f"budget ({epsilon:g}, {delta:g})"
