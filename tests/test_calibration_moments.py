@@ -230,7 +230,7 @@ def test_raking_holds_the_margins_of_weights_concentrated_on_two_rows():
 def test_held_margin_indicators_mark_each_rows_kept_cells():
     """The raking matrix: row i has a one in column offsets[j] + k exactly when column j's
     cell of row i is the k-th kept cell (the reference cell has none), for all rows and for
-    a subset of rows."""
+    a subset of rows; M u, M^T p and M^T diag(p) M computed without M equal its products."""
     rng = np.random.default_rng(4)
     held = _held_margins(rng.integers(0, 40, size=(500, 3)), 40)
     expected = np.zeros((500, held.size))
@@ -242,3 +242,8 @@ def test_held_margin_indicators_mark_each_rows_kept_cells():
     rows = np.array([3, 7, 499, 0])
     np.testing.assert_array_equal(held.matrix(rows).toarray(), expected[rows])
     assert expected.sum(axis=1).min() < 3  # some rows sit in a reference cell
+    # raking's products, formed without the matrix, equal the matrix's
+    u, weights = rng.normal(size=held.size), rng.random(500)
+    np.testing.assert_allclose(held.apply(u), expected @ u)
+    np.testing.assert_allclose(held.column_sums(weights), expected.T @ weights)
+    np.testing.assert_allclose(held.gram(weights), expected.T @ (weights[:, None] * expected))

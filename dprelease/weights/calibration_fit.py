@@ -177,10 +177,9 @@ def calibrate(
         means = np.concatenate([means, held_means[held_kept]])
         variance = np.concatenate([variance, np.zeros(n_held)])
     lam, b = discrepancy_lambda(phi, means, variance, target=float(df), counts=counts, held=n_held)
-    full = phi_all[:, 1:][:, tilted]
-    if held_tilt is not None:
-        full = sparse.hstack([full, held_tilt.matrix()[:, held_kept]], format="csr")
-    log_weights = (phi @ b)[row_of] if row_of is not None else full @ b
+    log_weights = (phi @ b)[row_of] if row_of is not None else _tilt_all(
+        phi_all, tilted, b, held_tilt, held_kept
+    )
     bound = _log_bound(b, tilted, held_kept, shapes, n_pair, moments, held_tilt)
     rake = None if held is None else held.rake
     temper = temper_weights(log_weights, ess_floor, bound, rake)
@@ -196,7 +195,7 @@ def calibrate(
             },
         )
     log_weights, growth = tempered(log_weights, temper, rake)
-    weighted = softmax(log_weights) @ full[:, : tilted.size]
+    weighted = (softmax(log_weights) @ phi_all)[1 + tilted]
     details |= {
         "temper": temper,
         "chi2_weighted_per_df": chi_square(means[: tilted.size], variance[: tilted.size], weighted)
@@ -205,6 +204,25 @@ def calibrate(
         "held_margin_shift": None if held is None else held.max_shift(log_weights),
     }
     return Calibration(log_weights, details, temper * bound + growth)
+
+
+def _tilt_all(
+    phi_all: sparse.csr_array,
+    tilted: np.ndarray,
+    b: np.ndarray,
+    held_tilt: HeldMargins | None,
+    held_kept: np.ndarray,
+) -> np.ndarray:
+    """The tilt's log weights b^T phi of every synthetic row, its coefficients spread over
+    the full feature matrix and the held cells (no column-sliced copy of a 1M-row matrix)."""
+    coefficients = np.zeros(phi_all.shape[1])
+    coefficients[1 + tilted] = b[: tilted.size]
+    log_weights = phi_all @ coefficients
+    if held_tilt is not None:
+        held = np.zeros(held_tilt.size)
+        held[held_kept] = b[tilted.size :]
+        log_weights += held_tilt.apply(held)
+    return log_weights
 
 
 def _fit_rows(n: int) -> np.ndarray:
