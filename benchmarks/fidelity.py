@@ -132,7 +132,7 @@ def result_path(args: argparse.Namespace, table: str, method: str, seed: int) ->
     """Peers: the persistent cache keyed by their settings; dprelease: this run's outputs."""
     if method in PEERS:
         p = fidelity_peers
-        key = f"{method}-e{args.epsilon:g}-d{args.delta:g}-n{N_SYNTHETIC}-b{p.BINS}-i{p.ITERS}"
+        key = f"{method}-e{args.epsilon:g}-d{args.delta:g}-n{N_SYNTHETIC}-c{p.CELLS}-i{p.ITERS}"
         key += f"-r{p.ROUNDS}"
         return args.cache / "peers" / table / key / f"seed{seed}.npz"
     runs = ROOT / "benchmarks" / "out" / "runs" / f"e{args.epsilon:g}-d{args.delta:g}"

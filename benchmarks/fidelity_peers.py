@@ -1,12 +1,15 @@
 """The fidelity study's peers (benchmarks/fidelity.py): OpenDP's and dpmm's AIM and MST on
-the same public cells as dprelease's `aim`/`mst` generators.
+the same public cells as dprelease's default release.
 
-Every column becomes its public cells (`domain.public_cells` with `BINS` bins: categories,
-equal-width bins of the schema bounds, one cell per value for integers with at most `BINS`
-values). The peers see one integer column per schema column holding the cell index, with
-every cell index as a public key, and their synthetic cell indices are decoded into encoded
-rows with dprelease's `domain.write_cells` (a value uniform inside its cell, never outside),
-so the peers and dprelease differ in the model only, not in the discretisation or decoding.
+Every column becomes the public cells dprelease's default generator fits on for this
+table (`column_cells`: `pgm`'s resolution for the training split's row count, its rule on
+the exact count instead of its noisy one; 16 cells per numeric column on the small tables,
+up to 64 where the count supports them; categories; one cell per value for integers with at
+most that many values). The peers see one integer column per schema column holding the
+cell index, with every cell index as a public key, and their synthetic cell indices are
+decoded into encoded rows with dprelease's `domain.write_cells` (a value uniform inside its
+cell, never outside), so the peers and dprelease differ in the model only, not in the
+discretisation or decoding.
 
 - OpenDP (`dp.mbi.AIM` / `MST` through `Context.query().contingency_table`, the whole
   (epsilon, delta) converted to rho with OpenDP's own conversion, `synthetic_data(method=
@@ -27,11 +30,12 @@ from pathlib import Path
 import numpy as np
 
 from dprelease.encoding import Encoder
-from dprelease.generators.domain import ColumnCells, cell_index, public_cells, write_cells
-from dprelease.generators.mbi import DEFAULT_BINS, counted_estimator, fit_contingency_table
+from dprelease.generators.domain import ColumnCells, cell_index, write_cells
+from dprelease.generators.mbi import counted_estimator, fit_contingency_table
+from dprelease.generators.pgm import PrivateGraphicalModel
 from dprelease.privacy.zcdp import zcdp_rho
 
-BINS = DEFAULT_BINS
+CELLS = "pgm"  # the cache key's name for `column_cells`' rule
 ITERS = 300
 ROUNDS = 40
 MAX_PASSES = 50
@@ -45,8 +49,12 @@ def peak_mb() -> float:
     return float(line.split()[1]) / 1024
 
 
-def column_cells(encoder: Encoder) -> list[ColumnCells]:
-    return [public_cells(column, BINS) for column in encoder.columns]
+def column_cells(
+    encoder: Encoder, rows: int, epsilon: float, delta: float
+) -> list[ColumnCells]:
+    """The cells `pgm` fits on for `rows` rows at (epsilon, delta) (evaluation only: the
+    exact count stands in for pgm's noisy one)."""
+    return PrivateGraphicalModel(encoder, epsilon, delta).grid(float(rows)).cells
 
 
 def decode(
@@ -69,7 +77,7 @@ def opendp(
     import polars as pl
 
     started = time.process_time()
-    cells = column_cells(encoder)
+    cells = column_cells(encoder, len(train), epsilon, delta)
     names = [f"c{i}" for i in range(len(cells))]
     frame = pl.DataFrame({nm: cell_index(c, train) for nm, c in zip(names, cells, strict=True)})
     keys = {nm: list(range(c.size)) for nm, c in zip(names, cells, strict=True)}
@@ -99,7 +107,7 @@ def dpmm(
     seed: int, python: Path,
 ) -> tuple[np.ndarray, float, float]:  # fmt: skip
     """dpmm's AIM or MST in its venv: (encoded rows, CPU seconds, peak MB of its process)."""
-    cells = column_cells(encoder)
+    cells = column_cells(encoder, len(train), epsilon, delta)
     chosen = np.column_stack([cell_index(c, train) for c in cells])
     with tempfile.TemporaryDirectory(prefix="fidelity-dpmm-") as directory:
         given, result = Path(directory) / "in.npz", Path(directory) / "out.npz"

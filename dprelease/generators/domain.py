@@ -58,6 +58,26 @@ def public_cells(column: EncodedColumn, bins: int, *, equal_width: bool = False)
     return ColumnCells(column, np.linspace(0.0, 1.0, bins + 1), None)
 
 
+def refinement(fine: ColumnCells, coarse: ColumnCells) -> np.ndarray | None:
+    """The coarse cell holding each fine cell, when the fine cells refine the coarse ones
+    (every coarse edge is a fine edge, or the fine cells are single integers; "missing" maps
+    to "missing"); None otherwise (categories, log-spaced edges that do not nest). Both are
+    public cells of the same column, so this is a public map."""
+    if fine.edges is None or coarse.edges is None:
+        return None
+    if fine.points is not None:
+        values = fine.points
+    elif np.isin(np.round(coarse.edges, 12), np.round(fine.edges, 12)).all():
+        values = (fine.edges[:-1] + fine.edges[1:]) / 2
+    else:
+        return None
+    n_bins = len(coarse.edges) - 1
+    mapping = np.clip(np.searchsorted(coarse.edges, values, "right") - 1, 0, n_bins - 1)
+    if fine.column.spec.nullable:
+        mapping = np.concatenate([mapping, [n_bins]])
+    return mapping.astype(np.int64)
+
+
 def log_edges(span: int, bins: int) -> np.ndarray:
     """Scaled edges of `bins` cells over the integers 0..span (offsets from min) whose first
     integers are b_i = max(b_{i-1} + 1, floor((span + 1)^(i / bins))), b_0 = 0: one integer per

@@ -1,18 +1,16 @@
 """Private graphical model ("pgm"): the default generator.
 
-Three rounds of noisy marginals, then a tree-augmented Bayesian network fitted to them
-(`pgm_model`; Private-PGM's idea of estimating a graphical model from noisy marginals,
-McKenna et al. 2019, with MST's noisy structure selection, McKenna et al. 2021):
+A noisy count and three rounds of noisy marginals, then a tree-augmented Bayesian network
+fitted to them (`pgm_model`; Private-PGM's idea of estimating a graphical model from noisy
+marginals, McKenna et al. 2019, with MST's noisy structure selection, McKenna et al. 2021):
 
+0. count: the number of rows, with 1 % of the budget; it chooses the one-way cells
+   ("Resolution" below);
 1. one-way: the histogram of every column over its FINE public cells (`domain.public_cells`,
    16 bins for a numeric column, one cell per value for an integer domain of at most 16
-   values), a numeric column's cells smoothed with a kernel chosen by Stein's unbiased risk
-   estimate (`smoothed_counts`), projected onto the simplex of its noisy total
-   (`project_to_simplex`). 16 rather
-   than `marginals`' 32 bins: on the tuning tables of benchmarks/fidelity.py (seed 0) mean
-   one-way TVD 0.078 vs 0.095 (credit card, 1k rows) and 0.26 vs 0.35 (Boston, 0.4k rows),
-   at 0.052 vs 0.039 on diamonds (43k rows); measuring at 32 and merging noisy cells after
-   the fact was worse on the small tables (0.115, 0.31);
+   values; up to 64 on large tables, "Resolution"), a numeric column's cells smoothed with a
+   kernel chosen by Stein's unbiased risk estimate (`smoothed_counts`), projected onto the
+   simplex of its noisy total (`project_to_simplex`);
 2. selection (three or more features): every pair of features at 4 x 4 coarse cells; the
    maximum spanning tree of their noisy mutual information is the features' tree;
 3. model: the target (8 coarse cells at most) x the tree's root, and the target x each
@@ -41,22 +39,38 @@ moved from 0.219/0.436/0.649 to 0.182/0.389/0.601 on Boston, 0.163/0.334/0.512 t
 0.068/0.135/0.210 to 0.066/0.131/0.205 on credit card; diamonds and RAND HIE within their
 standard errors.
 
+Resolution. A numeric column whose public cells at 32 and 64 bins nest in its 16
+(`domain.refinement`: equal-width bins, integers, log-spaced edges that happen to nest) is
+counted at 64 bins; after the count, the fit runs on the finest of 64 and 32 bins at which
+an average one-way cell holds `SIGNAL_TO_NOISE` (3) noise standard deviations under the noisy
+count (N >= 3 sigma_1 b), else on the base 16 bins, the counted tables summed onto them
+(`Resolution.coarsen`; post-processing of exact counts before any noise, so every table is
+measured once, at its chosen cells, with the planned noise). On few rows the finer cells
+only spread the noise (fidelity study, all columns at 64 against 16 bins, 5 seeds: credit
+card TVD1 0.099 against 0.070, Boston 0.27 against 0.20); where the rows support them, the
+16 bins' width was most of the error (diamonds TVD1/2/3 0.044/0.113/0.192 -> 0.023/0.069/
+0.122; with exact one-way shares at 16 bins the TVD1 is still 0.042 there: the decoding
+inside a cell, not the noise). The rule was chosen on the tuning tables (credit card at 32
+bins holds 1.3 noise SDs per cell, diamonds at 64 holds 29).
+
 Privacy (docs/privacy-model.md section 6). Each table is a histogram: adding or removing one
 row changes one cell by 1 (L2 and L1 sensitivity 1), whatever its resolution. With delta > 0
 the rounds are Gaussian mechanisms, round s measuring k_s tables with noise
 sigma_s = sqrt(k_s / (2 rho_s)), rho_s = share_s * rho: rho-zCDP in total (Bun and Steinke
 2016), converted to (epsilon, delta) with OpenDP's conversion (`zcdp_rho`, as AIM and MST).
 With delta = 0 the rounds are Laplace mechanisms of scale k_s / epsilon_s (pure epsilon-DP).
-Which tables rounds 2 and 3 measure, and their resolution, depend on earlier DP outputs only
-(the noisy total, the noisy pairs); their noise does not, so the planned spend is fixed
+Which cells round 1 measures depends on the noisy count, and which tables rounds 2 and 3
+measure, and their resolution, on earlier DP outputs only (the noisy total, the noisy
+pairs); their noise does not, so the planned spend is fixed
 before the data is read and the composition is the fixed one above (zCDP and pure-DP
 composition hold for adaptively chosen queries of fixed privacy parameters).
 
-Streaming: the counting query (`cell_counts`) is every column's fine histogram, the target
-(coarse) x each feature (fine), and the target (coarse) x each feature pair (fine x fine);
-the tables rounds 2 and 3 measure are sums of those exact counts, formed after the noisy
-total and pairs are known, so one pass over the input (or a Dask reduction) suffices and
-memory is bounded by the number of cells, not rows.
+Streaming: the counting query (`cell_counts`) is every column's histogram over its counted
+cells (up to 64 bins), the target (coarse) x each feature, and the target (coarse) x each
+feature pair; the tables the rounds measure are sums of those exact counts, formed after
+the noisy count, total and pairs are known, so one pass over the input (or a Dask
+reduction) suffices and memory is bounded by the number of cells, not rows (8 x 64 x 64
+cells per pair of refinable columns: 260 KB).
 
 Speed: everything after counting is closed-form (no iterative inference). In the release of
 `benchmarks/release.py` (30,000 census-like rows, 8 columns, 30,000 synthetic rows) the fit
@@ -74,6 +88,7 @@ import numpy as np
 from dprelease.encoding import Encoder
 from dprelease.generators.base import CountsGenerator, Measurement
 from dprelease.generators.domain import cell_index, normalise, public_cells, write_cells
+from dprelease.generators.pgm_cells import FINER, CountedCells, Resolution
 from dprelease.generators.pgm_model import (
     CoarseSum,
     Node,
@@ -105,10 +120,8 @@ SIGNAL_TO_NOISE = 3.0
 # Re-checked after the pooled one-way shares (`pooled_one_way`): (0.3, 0.15, 0.55) and
 # (0.4, 0.1, 0.5) gave credit card TVD1 0.071 and 0.071 against 0.066, Boston 0.208 and 0.197
 # against 0.182 (5 seeds each).
-SHARES = {"one-way": 0.4, "selection": 0.15, "model": 0.45}
-SHARES_WITHOUT_SELECTION = {"one-way": 0.4, "selection": 0.0, "model": 0.6}
-
-
+SHARES = {"count": 0.01, "one-way": 0.39, "selection": 0.15, "model": 0.45}
+SHARES_WITHOUT_SELECTION = {"count": 0.01, "one-way": 0.39, "selection": 0.0, "model": 0.6}
 class PrivateGraphicalModel(CountsGenerator):
     """Noisy one-way, pair and target-interaction marginals, and a tree model fitted to them."""
 
@@ -123,6 +136,7 @@ class PrivateGraphicalModel(CountsGenerator):
             raise ValueError("bins must be at least 2")
         self.bins = bins
         self.cells = [public_cells(column, bins) for column in encoder.columns]
+        self.counted = CountedCells.of(self.cells, bins)
         names = [column.name for column in encoder.columns]
         target = encoder.schema.target
         self.target = names.index(target) if target in names else None
@@ -133,6 +147,7 @@ class PrivateGraphicalModel(CountsGenerator):
         )
         self.shares = SHARES if len(self.features) >= 3 else SHARES_WITHOUT_SELECTION
         self.tables = {
+            "count": 1,
             "one-way": len(self.cells),
             "selection": len(self.pairs) if self.shares["selection"] else 0,
             "model": len(self.features),
@@ -162,6 +177,7 @@ class PrivateGraphicalModel(CountsGenerator):
             "budget_shares": {k: v for k, v in self.shares.items() if v},
             "noise_std": self.noise_std,
             "cells_per_column": {c.column.name: c.size for c in self.cells},
+            "finer_cells_per_column": self.counted.refined(),
         }
 
     def planned_spends(self) -> list[PlannedSpend]:
@@ -183,21 +199,23 @@ class PrivateGraphicalModel(CountsGenerator):
         ]
 
     def cell_counts(self, real: np.ndarray) -> list[np.ndarray]:
-        """Exact counts: every column's fine histogram, target x feature, target x pair."""
-        index = [cell_index(cells, real) for cells in self.cells]
+        """Exact counts over the counted (finest) cells: every column's histogram, target x
+        feature, target x pair."""
+        index = [cell_index(cells, real) for cells in self.counted.counted]
         y = (
             np.zeros(len(real), dtype=np.int64)
             if self.target is None
-            else self.target_groups[index[self.target]]
+            else self.target_groups[self.counted.to_base[self.target][index[self.target]]]
         )
         counts = [
             np.bincount(i, minlength=c.size).astype(float)
-            for i, c in zip(index, self.cells, strict=True)
+            for i, c in zip(index, self.counted.counted, strict=True)
         ]
         for j in self.features:
-            counts.append(self._joint([y, index[j]], (self._y_size, self.cells[j].size)))
+            counts.append(self._joint([y, index[j]], (self._y_size, self.counted.counted[j].size)))
         for j, k in self.pairs:
-            shape = (self._y_size, self.cells[j].size, self.cells[k].size)
+            sizes = self.counted.counted
+            shape = (self._y_size, sizes[j].size, sizes[k].size)
             counts.append(self._joint([y, index[j], index[k]], shape))
         return counts
 
@@ -216,35 +234,47 @@ class PrivateGraphicalModel(CountsGenerator):
         self, counts: list[np.ndarray], noise: NoiseSource
     ) -> tuple[TreeModel, list[PlannedSpend]]:
         d = len(self.cells)
-        one_way_noisy = [self._noisy(c, "one-way", noise) for c in counts[:d]]
+        noisy_count = float(self._noisy(np.array([counts[0].sum()]), "count", noise)[0])
+        grid = self.grid(noisy_count)
+        one_way_noisy = [
+            self._noisy(grid.coarsen(c, {0: j}), "one-way", noise)
+            for j, c in enumerate(counts[:d])
+        ]
         total = max(float(np.median([c.sum() for c in one_way_noisy])), 1.0)
         std = self.noise_std["one-way"]
         one_way = [
             denoised_shares(c, total, std, 0 if cells.edges is None else len(cells.edges) - 1)
-            for c, cells in zip(one_way_noisy, self.cells, strict=True)
+            for c, cells in zip(one_way_noisy, grid.cells, strict=True)
         ]
-        by_target = dict(zip(self.features, counts[d : d + len(self.features)], strict=True))
-        by_pair = dict(zip(self.pairs, counts[d + len(self.features) :], strict=True))
-        groups = self._resolutions(total, one_way)
-        parents = self._tree(by_pair, by_target, one_way, noise)
+        by_target = {
+            j: grid.coarsen(t, {1: j})
+            for j, t in zip(self.features, counts[d : d + len(self.features)], strict=True)
+        }
+        by_pair = {
+            (j, k): grid.coarsen(t, {1: j, 2: k})
+            for (j, k), t in zip(self.pairs, counts[d + len(self.features) :], strict=True)
+        }
+        groups = self._resolutions(total, one_way, grid)
+        parents = self._tree(by_pair, by_target, one_way, noise, grid)
         nodes, sums, totals = [], [], [float(c.sum()) for c in one_way_noisy]
         order = self._order(parents)
         for j in order:
             node, noisy = self._node(j, parents.get(j), groups, by_target, by_pair, one_way, noise)
             nodes.append(node)
-            sums += self._coarse_sums(node, noisy)
+            sums += self._coarse_sums(node, noisy, grid)
         one_way = pooled_one_way(one_way, std**2, total, sums)
         y_shares = (
             np.ones(1)
             if self.target is None
-            else coarsen(one_way[self.target], 0, self.target_groups)
+            else coarsen(one_way[self.target], 0, grid.target_groups)
         )
         nodes = match_one_way(nodes, one_way, y_shares)
         edges = [(p, j) for j, p in parents.items() if p is not None]
         state = TreeModel(
+            cells=grid.cells,
             one_way=one_way,
             target=self.target,
-            target_groups=self.target_groups,
+            target_groups=grid.target_groups,
             nodes=nodes,
             totals=totals,
             edges=edges,
@@ -252,21 +282,35 @@ class PrivateGraphicalModel(CountsGenerator):
         )
         return state, self.planned_spends()
 
-    def _resolutions(self, total: float, one_way: list[np.ndarray]) -> dict[int, np.ndarray]:
+    def grid(self, noisy_count: float) -> Resolution:
+        """The finest of bins x 4, bins x 2 (numeric columns whose cells nest) at which an
+        average one-way cell holds `SIGNAL_TO_NOISE` noise SDs under the noisy count, else the
+        base cells (module docstring, "Resolution"; post-processing of the noisy count)."""
+        std = self.noise_std["one-way"]
+        factor = next(
+            (f for f in FINER if noisy_count >= SIGNAL_TO_NOISE * std * self.bins * f), 1
+        )
+        return self.counted.resolution(factor, self.target, self.target_groups)
+
+    def _resolutions(
+        self, total: float, one_way: list[np.ndarray], grid: Resolution
+    ) -> dict[int, np.ndarray]:
         """Each feature's fine-to-coarse map for the model round (module docstring, round 3):
         groups of nearly equal mass under its DP one-way shares."""
         per_cell = total / (SIGNAL_TO_NOISE * self.noise_std["model"] * self._y_size)
         groups = int(np.clip(math.floor(math.sqrt(max(per_cell, 0.0))), MIN_GROUPS, MAX_GROUPS))
-        return {j: coarsening(self.cells[j], groups, one_way[j]) for j in self.features}
+        return {j: coarsening(grid.cells[j], groups, one_way[j]) for j in self.features}
 
-    def _tree(self, by_pair, by_target, one_way, noise: NoiseSource) -> dict[int, int | None]:
+    def _tree(
+        self, by_pair, by_target, one_way, noise: NoiseSource, grid: Resolution
+    ) -> dict[int, int | None]:
         """Parent of each feature: the maximum spanning tree of the noisy pairs' mutual
         information (each feature in `SELECTION_GROUPS` groups of nearly equal DP mass),
         rooted at the feature most informative about the target."""
         if not self.features:
             return {}
         selection = {
-            j: coarsening(self.cells[j], SELECTION_GROUPS, one_way[j]) for j in self.features
+            j: coarsening(grid.cells[j], SELECTION_GROUPS, one_way[j]) for j in self.features
         }
         root_scores = {
             j: mutual_information(coarsen(t, 1, selection[j])) for j, t in by_target.items()
@@ -322,11 +366,11 @@ class PrivateGraphicalModel(CountsGenerator):
         node = Node(j, parent, conditional(noisy, prior, self.noise_std["model"]), g, parent_groups)
         return node, noisy
 
-    def _coarse_sums(self, node: Node, noisy: np.ndarray) -> list[CoarseSum]:
+    def _coarse_sums(self, node: Node, noisy: np.ndarray, grid: Resolution) -> list[CoarseSum]:
         """A model table's sums over its other axes: its columns' coarse totals again
         (`pooled_one_way`), each coarse cell a sum of cells of noise variance std^2."""
         variance = self.noise_std["model"] ** 2
-        axes = [(self.target, self.target_groups), (node.parent, node.parent_groups)]
+        axes = [(self.target, grid.target_groups), (node.parent, node.parent_groups)]
         axes.append((node.column, node.groups))
         sums = []
         for axis, (column, mapping) in enumerate(axes):
@@ -343,7 +387,7 @@ class PrivateGraphicalModel(CountsGenerator):
         kind = "gaussian" if self.gaussian else "laplace"
         out = [
             Measurement((c.column.name,), c.size, kind, self.noise_std["one-way"], total)
-            for c, total in zip(self.cells, state.totals, strict=True)
+            for c, total in zip(state.cells, state.totals, strict=True)
         ]
         name = [c.name for c in self.encoder.columns]
         total = float(np.median(state.totals))
@@ -355,6 +399,6 @@ class PrivateGraphicalModel(CountsGenerator):
 
     def _sample(self, state: TreeModel, n: int, rng: np.random.Generator) -> np.ndarray:
         out = np.zeros((n, self.encoder.width))
-        for cells, chosen in zip(self.cells, sample_cells(state, n, rng), strict=True):
+        for cells, chosen in zip(state.cells, sample_cells(state, n, rng), strict=True):
             write_cells(out, cells, chosen, rng)
         return out

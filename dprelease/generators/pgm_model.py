@@ -113,9 +113,11 @@ class Node:
 
 @dataclass(frozen=True)
 class TreeModel:
-    """The fitted state: fine one-way shares of every column, the target's coarse map and
-    the feature nodes in sampling order (a parent before its children)."""
+    """The fitted state: every column's fine cells and one-way shares over them, the
+    target's coarse map and the feature nodes in sampling order (a parent before its
+    children)."""
 
+    cells: list[ColumnCells]
     one_way: list[np.ndarray]
     target: int | None
     target_groups: np.ndarray | None

@@ -1,0 +1,90 @@
+"""The public cells the `pgm` generator counts and fits on (its module docstring,
+"Resolution"): a column's base cells (`domain.public_cells` at the generator's bins), the
+finer cells it is counted on when they nest in the base ones (bins x `FINER[0]`), and the
+cells a fit runs on, chosen from the noisy count. Public quantities and post-processing only:
+the cells depend on the schema, the bins and a DP count, never on the data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from dprelease.generators.domain import ColumnCells, public_cells, refinement
+from dprelease.generators.pgm_model import coarsen
+
+FINER = (4, 2)  # finer one-way cells: bins x 4, bins x 2, where the noisy count supports them
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """The cells a fit works on: each column's cells, the map from its counted cells onto
+    them, and the target's coarse groups on them."""
+
+    bins: int
+    cells: list[ColumnCells]
+    from_counted: list[np.ndarray]
+    target_groups: np.ndarray | None
+
+    def coarsen(self, table: np.ndarray, axes: dict[int, int]) -> np.ndarray:
+        """A counted table summed onto this resolution's cells: `axes` maps a table axis to
+        its column."""
+        for axis, column in axes.items():
+            mapping = self.from_counted[column]
+            if mapping.size != mapping.max() + 1:
+                table = coarsen(table, axis, mapping)
+        return table
+
+
+@dataclass(frozen=True)
+class CountedCells:
+    """Every column's base cells, the cells it is counted on (the finest that nest in the
+    base ones, else the base ones) and the map from those onto the base cells."""
+
+    bins: int
+    base: list[ColumnCells]
+    counted: list[ColumnCells]
+    to_base: list[np.ndarray]
+
+    @classmethod
+    def of(cls, base: list[ColumnCells], bins: int) -> CountedCells:
+        counted, to_base = [], []
+        for cells in base:
+            finest = public_cells(cells.column, bins * FINER[0])
+            mapping = refinement(finest, cells)
+            if mapping is None or finest.size == cells.size:
+                finest, mapping = cells, np.arange(cells.size)
+            counted.append(finest)
+            to_base.append(mapping)
+        return cls(bins, base, counted, to_base)
+
+    def refined(self) -> dict[str, int]:
+        """The columns counted on finer cells than their base ones, and how many."""
+        return {
+            c.column.name: c.size
+            for c, b in zip(self.counted, self.base, strict=True)
+            if c is not b
+        }
+
+    def resolution(
+        self, factor: int, target: int | None, target_groups: np.ndarray | None
+    ) -> Resolution:
+        """The cells at bins x `factor` (1 or a `FINER` factor) of every refinable column,
+        the base cells of the others, and the target's base groups lifted onto them."""
+        cells, maps = [], []
+        for base, counted in zip(self.base, self.counted, strict=True):
+            chosen = base if counted is base else public_cells(base.column, self.bins * factor)
+            if chosen.size == counted.size:
+                chosen, mapping = counted, np.arange(counted.size)
+            else:
+                mapping = refinement(counted, chosen)
+            cells.append(chosen)
+            maps.append(mapping)
+        lifted = None
+        if target is not None and target_groups is not None:
+            to_base = refinement(cells[target], self.base[target])
+            if to_base is None:  # categories: the base cells themselves
+                to_base = np.arange(self.base[target].size)
+            lifted = target_groups[to_base]
+        return Resolution(self.bins * factor, cells, maps, lifted)
