@@ -202,32 +202,41 @@ class CoarseSum:
 def pooled_one_way(
     one_way: list[np.ndarray], variance: float, total: float, sums: list[CoarseSum]
 ) -> list[np.ndarray]:
-    """One-way shares that also use the model round's tables (post-processing).
+    """One-way shares that also use the other rounds' tables (post-processing).
 
-    Each model table, summed over its other axes, measures its columns' coarse totals
-    again. Per column and coarse cell G of m fine cells, the round-1 share p1_G (variance
-    about m v1 / N^2, v1 the round-1 cell variance: an over-statement, the smoothing lowers
-    it) and the tables' z_k / N (variance v_k / N^2) are averaged with inverse-variance
-    weights (the least-squares estimate of the coarse share, as Private-PGM pools every
-    measurement of a marginal); the fine shares within G are scaled by the new p_G / p1_G,
-    so the fine shape of round 1 is kept."""
+    Each selection or model table, summed over its other axes, measures its columns' coarse
+    totals again, over that table's partition of the column's fine cells. Per column, the
+    atoms are the common refinement of those partitions (fine cells grouped by the coarse
+    cell they fall in under every partition); the atom shares a are the least-squares
+    estimate from all measurements (Private-PGM pools every measurement of a marginal the
+    same way): round 1's atom share (variance about m v1 / N^2 for an atom of m fine cells, v1
+    the round-1 cell variance: an over-statement, the smoothing lowers it) and every table's
+    z_k / N = A_k a + noise (variance v_k / N^2, A_k summing atoms into its coarse cells), i.e.
+    (D + sum A_k^T A_k N^2 / v_k) a = D a1 + sum A_k^T z_k N / v_k with D the round-1
+    precisions. The fine shares within an atom are scaled by the new a / a1, so round 1's fine
+    shape is kept; with one partition the atoms are its coarse cells and this is their
+    inverse-variance average."""
     by_column: dict[int, list[CoarseSum]] = {}
     for item in sums:
         by_column.setdefault(item.column, []).append(item)
     pooled = list(one_way)
     for column, items in by_column.items():
-        mapping = items[0].mapping
         shares = one_way[column]
-        cells = np.bincount(mapping)
-        own = coarsen(shares, 0, mapping)
-        precision = total**2 / (cells * variance)
-        weighted = own * precision
+        keys = np.stack([item.mapping for item in items], axis=1)
+        _, atom_of = np.unique(keys, axis=0, return_inverse=True)
+        atom_of = atom_of.ravel()
+        atoms = int(atom_of.max()) + 1
+        own = np.bincount(atom_of, weights=shares, minlength=atoms)
+        precision = np.diag(total**2 / (np.bincount(atom_of, minlength=atoms) * variance))
+        rhs = precision @ own
         for item in items:
-            weighted = weighted + item.counts * total / item.variance
-            precision = precision + total**2 / item.variance
-        estimate = np.clip(weighted / precision, 0.0, None)
+            design = np.zeros((int(item.mapping.max()) + 1, atoms))
+            design[item.mapping, atom_of] = 1.0  # atom -> its coarse cell (fine cells agree)
+            precision = precision + design.T @ design * total**2 / item.variance
+            rhs = rhs + design.T @ item.counts * total / item.variance
+        estimate = np.clip(np.linalg.solve(precision, rhs), 0.0, None)
         scale = np.where(own > 0, estimate / np.maximum(own, 1e-300), 0.0)
-        fine = shares * scale[mapping]
+        fine = shares * scale[atom_of]
         pooled[column] = fine / fine.sum() if fine.sum() > 0 else shares
     return pooled
 
