@@ -128,9 +128,12 @@ SIGNAL_TO_NOISE = 3.0
 # and Boston's from 0.217/0.435/0.653 to 0.200/0.417/0.642, diamonds alike (0.042/0.141/0.252).
 # Re-checked after the pooled one-way shares (`pooled_one_way`): (0.3, 0.15, 0.55) and
 # (0.4, 0.1, 0.5) gave credit card TVD1 0.071 and 0.071 against 0.066, Boston 0.208 and 0.197
-# against 0.182 (5 seeds each).
+# against 0.182 (5 seeds each). The noisy row count's 0.01 (module docstring, "Resolution")
+# comes out of the one-way share.
 SHARES = {"count": 0.01, "one-way": 0.39, "selection": 0.15, "model": 0.45}
 SHARES_WITHOUT_SELECTION = {"count": 0.01, "one-way": 0.39, "selection": 0.0, "model": 0.6}
+
+
 class PrivateGraphicalModel(CountsGenerator):
     """Noisy one-way, pair and target-interaction marginals, and a tree model fitted to them."""
 
