@@ -103,6 +103,7 @@ from dprelease.generators.pgm_model import (
     CoarseSum,
     Node,
     TreeModel,
+    axis_sums,
     coarsen,
     coarsening,
     conditional,
@@ -227,11 +228,11 @@ class PrivateGraphicalModel(CountsGenerator):
             np.bincount(i, minlength=c.size).astype(float)
             for i, c in zip(index, self.counted.counted, strict=True)
         ]
+        sizes = [c.size for c in self.counted.counted]
         for j in self.features:
-            counts.append(self._joint([y, index[j]], (self._y_size, self.counted.counted[j].size)))
+            counts.append(self._joint([y, index[j]], (self._y_size, sizes[j])))
         for j, k in self.pairs:
-            sizes = self.counted.counted
-            shape = (self._y_size, sizes[j].size, sizes[k].size)
+            shape = (self._y_size, sizes[j], sizes[k])
             counts.append(self._joint([y, index[j], index[k]], shape))
         return counts
 
@@ -365,17 +366,10 @@ class PrivateGraphicalModel(CountsGenerator):
     def _coarse_sums(self, node: Node, noisy: np.ndarray, grid: Resolution) -> list[CoarseSum]:
         """A model table's sums over its other axes: its columns' coarse totals again
         (`pooled_one_way`), each coarse cell a sum of cells of noise variance std^2."""
-        variance = self.noise_std["model"] ** 2
         axes = [(self.target, grid.target_groups), (node.parent, node.parent_groups)]
         axes.append((node.column, node.groups))
-        sums = []
-        for axis, (column, mapping) in enumerate(axes):
-            if column is None:
-                continue
-            counts = noisy.sum(axis=tuple(a for a in range(3) if a != axis))
-            summed = noisy.size // noisy.shape[axis]
-            sums.append(CoarseSum(column, mapping, counts, variance * summed))
-        return sums
+        maps = [None if column is None else (column, m) for column, m in axes]
+        return axis_sums(noisy, maps, self.noise_std["model"] ** 2)
 
     def measurements_of(self, state: TreeModel) -> list[Measurement]:
         """The fine one-way histograms and the model round's tables (the accuracy statement

@@ -22,7 +22,6 @@ class Resolution:
     """The cells a fit works on: each column's cells, the map from its counted cells onto
     them, and the target's coarse groups on them."""
 
-    bins: int
     cells: list[ColumnCells]
     from_counted: list[np.ndarray]
     target_groups: np.ndarray | None
@@ -87,4 +86,4 @@ class CountedCells:
             if to_base is None:  # categories: the base cells themselves
                 to_base = np.arange(self.base[target].size)
             lifted = target_groups[to_base]
-        return Resolution(self.bins * factor, cells, maps, lifted)
+        return Resolution(cells, maps, lifted)

@@ -199,6 +199,22 @@ class CoarseSum:
     variance: float
 
 
+def axis_sums(
+    noisy: np.ndarray, axes: list[tuple[int, np.ndarray] | None], variance: float
+) -> list[CoarseSum]:
+    """A noisy table's sums over all its axes but one, for every axis that is a column (its
+    `(column, mapping)` in `axes`; None for an axis that is not): that column's coarse totals
+    measured again, each a sum of size / shape[axis] cells of noise variance `variance`."""
+    out = []
+    for axis, entry in enumerate(axes):
+        if entry is None:
+            continue
+        others = tuple(a for a in range(noisy.ndim) if a != axis)
+        summed = noisy.size // noisy.shape[axis]
+        out.append(CoarseSum(entry[0], entry[1], noisy.sum(axis=others), variance * summed))
+    return out
+
+
 def pooled_one_way(
     one_way: list[np.ndarray], variance: float, total: float, sums: list[CoarseSum]
 ) -> list[np.ndarray]:

@@ -11,6 +11,7 @@ import numpy as np
 
 from dprelease.generators.pgm_model import (
     CoarseSum,
+    axis_sums,
     coarsen,
     maximum_spanning_tree,
     mutual_information,
@@ -39,10 +40,8 @@ def select_tree(
 
     def measured(columns: tuple[int, int], table: np.ndarray) -> np.ndarray:
         noisy = measure(table)
-        for axis, column in enumerate(columns):
-            mapping = target_groups if column == target else selection[column]
-            counts = noisy.sum(axis=1 - axis)
-            sums.append(CoarseSum(column, mapping, counts, variance * noisy.shape[1 - axis]))
+        maps = [(c, target_groups if c == target else selection[c]) for c in columns]
+        sums.extend(axis_sums(noisy, maps, variance))
         return noisy
 
     root = features[0]

@@ -94,12 +94,12 @@ class HeldMargins:
             ]
         )
 
-    def gram(self, p: np.ndarray) -> np.ndarray:
+    def gram(self, p: np.ndarray, sums: np.ndarray | None = None) -> np.ndarray:
         """M^T diag(p) M: block (j, k) is the p-weighted two-way table of columns j and k over
-        their kept cells (one bincount per pair), the diagonal blocks diagonal."""
+        their kept cells (one bincount per pair), the diagonal blocks diagonal with M^T p
+        (`sums`, when the caller has it)."""
         out = np.zeros((self.size, self.size))
-        sums = self.column_sums(p)
-        out[np.diag_indices(self.size)] = sums
+        out[np.diag_indices(self.size)] = self.column_sums(p) if sums is None else sums
         for j, k in combinations(range(len(self.kept)), 2):
             rows, columns = self.kept[j].size, self.kept[k].size
             if not rows or not columns:
@@ -180,7 +180,7 @@ class HeldMargins:
             gradient = shares - targets
             if np.linalg.norm(gradient) <= RAKING_TOLERANCE:
                 break
-            values, vectors = np.linalg.eigh(self.gram(p) - np.outer(shares, shares))
+            values, vectors = np.linalg.eigh(self.gram(p, shares) - np.outer(shares, shares))
             values = np.maximum(values, 0.0)  # positive semi-definite up to rounding
             if damping is None:
                 damping = 1e-6 * max(float(values.max()), 1e-300)
