@@ -8,9 +8,10 @@ marginals, McKenna et al. 2019, with MST's noisy structure selection, McKenna et
    ("Resolution" below);
 1. one-way: the histogram of every column over its FINE public cells (`domain.public_cells`,
    16 bins for a numeric column, one cell per value for an integer domain of at most 16
-   values; up to 64 on large tables, "Resolution"), a numeric column's cells smoothed with a
-   kernel chosen by Stein's unbiased risk estimate (`smoothed_counts`), projected onto the
-   simplex of its noisy total (`project_to_simplex`);
+   values; up to 64 on large tables, "Resolution"), denoised into shares by the estimator
+   with the least Stein's unbiased risk estimate among smoothings of a numeric column's
+   cells followed by a projection onto the simplex of the noisy total or a soft threshold
+   (`pgm_one_way`);
 2. selection (three or more features): every pair of features at 4 x 4 coarse cells, and
    the target (coarse) x every feature at 4 coarse cells; the maximum spanning tree of the
    pairs' noisy mutual information is the features' tree, rooted at the feature whose noisy
@@ -107,11 +108,11 @@ from dprelease.generators.pgm_model import (
     coarsen,
     coarsening,
     conditional,
-    denoised_shares,
     match_one_way,
     pooled_one_way,
     sample_cells,
 )
+from dprelease.generators.pgm_one_way import denoised_shares
 from dprelease.generators.pgm_tree import sampling_order, select_tree
 from dprelease.privacy.accounting import PlannedSpend
 from dprelease.privacy.mechanisms import ZCDP, PureEpsilon
