@@ -26,8 +26,8 @@ column's is one).
 Why thresholds: the projection keeps every empty cell whose noise rose above tau, and on a
 skewed column of a small table those far cells hold a real share of the mass (credit card's
 expenditure, 1,055 training rows, noise SD 30 a cell: 2-4 % of the synthetic rows in cells
-10-15 of 16 where the real rows have none, a one-way TVD of 0.175 against 0.106 for exact
-shares in the same cells). Thresholding is what SURE picks where the counts are sparse; on a
+10-15 of 16 where the real rows have none; its one-way TVD 0.065 against 0.033 for exact
+shares in the same cells, 5 seeds). Thresholding is what SURE picks where the counts are sparse; on a
 flat histogram of a small table (Boston's columns: counts near the noise level in most cells)
 it keeps the projection, where a fixed threshold of 2 SDs doubled the one-way TVD (0.186 ->
 0.353) and a SURE choice of thresholds alone (no projection in the family) still raised it to
