@@ -27,14 +27,15 @@ Why thresholds: the projection keeps every empty cell whose noise rose above tau
 skewed column of a small table those far cells hold a real share of the mass (credit card's
 expenditure, 1,055 training rows, noise SD 30 a cell: 2-4 % of the synthetic rows in cells
 10-15 of 16 where the real rows have none; its one-way TVD 0.065 against 0.033 for exact
-shares in the same cells, 5 seeds). Thresholding is what SURE picks where the counts are sparse; on a
-flat histogram of a small table (Boston's columns: counts near the noise level in most cells)
-it keeps the projection, where a fixed threshold of 2 SDs doubled the one-way TVD (0.186 ->
-0.353) and a SURE choice of thresholds alone (no projection in the family) still raised it to
-0.216-0.234. Fidelity study (benchmarks/fidelity.py, default release, 15 seeds, against the
-former smoothing + projection): credit card TVD1/2/3 0.0648/0.131/0.207 -> 0.0623/0.124/0.193
-and beta-MSE 1.50 -> 1.17; Boston 0.191/0.400/0.617 -> 0.196/0.398/0.603; the confirmation
-tables (DoctorVisits, CPS1988, HousePrices) within their standard errors.
+shares in the same cells, 5 seeds). Thresholding is what SURE picks where the counts are
+sparse; on a flat histogram of a small table (Boston's columns: counts near the noise level
+in most cells) it keeps the projection, where a fixed threshold of 2 SDs doubled the one-way
+TVD (0.186 -> 0.353) and a SURE choice of thresholds alone (no projection in the family)
+still raised it to 0.216-0.234. Fidelity study (benchmarks/fidelity.py, default release, 15
+seeds, against the former smoothing + projection): credit card TVD1/2/3 0.0648/0.131/0.207
+-> 0.0623/0.124/0.193 and beta-MSE 1.50 -> 1.17; Boston 0.191/0.400/0.617 ->
+0.196/0.398/0.603; the confirmation tables (DoctorVisits, CPS1988, HousePrices) within their
+standard errors.
 """
 
 from __future__ import annotations
