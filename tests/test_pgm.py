@@ -125,6 +125,34 @@ def test_pgm_fits_empty_and_small_tables(rows, seeded_noise):
     assert len(decoded) == 20_000 and not decoded.drop(columns="capital_gain").isna().any().any()
 
 
+@pytest.mark.parametrize("rows, groups", [(400, 2), (20_000, 8)])
+def test_pgm_coarsens_a_numeric_target_only_where_the_noise_needs_it(rows, groups, seeded_noise):
+    """The model round keeps the counted 8 target groups where the rows support them and
+    uses fewer (here 2) on a few hundred rows (module docstring, round 3); the target's
+    one-way shares keep their fine cells either way."""
+    schema = CENSUS.model_copy(update={"target": "wage"})
+    encoder = Encoder(schema)
+    generator, fitted, synthetic = _fit("pgm", census_like(rows, seed=6), seeded_noise,
+                                        encoder=encoder)  # fmt: skip
+    state = fitted.state
+    assert int(state.target_groups.max()) + 1 == groups
+    assert all(node.table.shape[0] == groups for node in state.nodes)
+    wage = next(i for i, c in enumerate(generator.cells) if c.column.name == "wage")
+    sampled = cell_index(state.cells[wage], synthetic)
+    assert np.unique(sampled).size > groups
+
+
+def test_model_target_groups_keep_missing_apart_and_follow_the_mass():
+    """`model_target_groups`: None where the counted groups fit; otherwise consecutive groups
+    of nearly equal mass, a nullable target's "missing" group its own."""
+    from dprelease.generators.pgm_cells import model_target_groups
+
+    shares = np.array([0.4, 0.1, 0.1, 0.1, 0.1, 0.05, 0.05, 0.05, 0.05])  # last: missing
+    assert model_target_groups(1e6, 10.0, shares, nullable=True) is None
+    mapping = model_target_groups(300.0, 10.0, shares, nullable=True)  # floor(300/120) = 2
+    np.testing.assert_array_equal(mapping, [0, 0, 1, 1, 1, 1, 1, 1, 2])  # 53 % and 47 %
+
+
 def test_pgm_without_target_and_with_few_features(seeded_noise):
     frame = pd.DataFrame({"a": np.arange(1000) % 7, "b": (np.arange(1000) % 7) // 2})
     schema = _schema(

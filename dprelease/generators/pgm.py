@@ -23,32 +23,28 @@ marginals, McKenna et al. 2019, with MST's noisy structure selection, McKenna et
    feature x its tree parent, at a resolution the noise supports: each column gets
    b = clip(floor(sqrt(N / (3 sigma m_y))), 2, 16) coarse cells, so that an average cell holds
    at least 3 noise standard deviations (N: the noisy total of round 1; m_y: the target's
-   coarse cells). With no target, the same with a single target cell.
+   coarse cells). With no target, the same with a single target cell. Where even b = 2
+   cannot hold 3 SDs per cell (N < 3 sigma 4 m_y: a few hundred rows), the target gets
+   m_y = max(floor(N / (3 sigma 4)), 2) groups of nearly equal DP mass instead of its
+   counted ones (`pgm_cells.model_target_groups`; its one-way shares keep their fine cells). Chosen
+   on the tuning tables (40 seeds, against 8 groups): Boston TVD1/2/3 0.203/0.406/0.609 ->
+   0.202/0.401/0.602, beta-MSE 0.054 -> 0.046, TSTR 0.23 -> 0.28; diabetes 0.197/0.390/0.645
+   -> 0.192/0.378/0.629, TSTR 0.12 -> 0.19; confirmed on HousePrices (0.0785/0.147/0.223 ->
+   0.0767/0.145/0.219, beta-MSE 0.0129 -> 0.0133, TSTR 0.21 -> 0.28); larger tables and
+   binary targets are unchanged.
 
 A feature's coarse cells in rounds 2 and 3 are consecutive fine cells of nearly equal mass
 under its round-1 shares (`coarsening`; post-processing of DP outputs), not of equal width:
-the dependence is measured where the rows are. On the fidelity study's tuning tables (5
-seeds, default weights, against equal widths with the same budget split) this moved credit
-card's TSTR AUC from 0.56 to 0.85 and its target beta-MSE from 2.12 to 1.30 (expenditure's
-zeros, the target's "no", got their own cell), breast cancer's AUC from 0.77 to 0.95, RAND
-HIE's TVD2/TVD3 from 0.090/0.153 to 0.081/0.131 and diamonds' from 0.121/0.209 to
-0.114/0.193; Boston's TVDs went from 0.206/0.420/0.637 to 0.227/0.440/0.654 (about 2
-standard errors). Equal-mass cells in round 3 only did as well on TSTR but worse on Boston
-(TVD2 0.453) and breast cancer.
+the dependence is measured where the rows are (on the tuning tables, against equal widths:
+credit card's TSTR AUC 0.56 -> 0.85, expenditure's zeros, the target's "no", getting their
+own cell; README, "Choosing a generator and weights", has every table's numbers).
 
 The one-way shares the model is matched to pool round 1 with rounds 2 and 3: every table
 summed over its other axes measures its columns' coarse totals again (the target's once per
 feature and round), and the shares are their least-squares estimate over the common
-refinement of those coarse cells (`pooled_one_way`, post-processing). With the model round
-only, on the tuning tables (5 seeds, default weights) TVD1/2/3 moved from 0.219/0.436/0.649
-to 0.182/0.389/0.601 on Boston, 0.163/0.334/0.512 to 0.145/0.308/0.484 on breast cancer,
-0.214/0.419/0.694 to 0.193/0.395/0.666 on diabetes and 0.068/0.135/0.210 to 0.066/0.131/0.205
-on credit card. Adding the selection round's tables (fidelity study, 5 seeds, against the
-model round only, both with the measured root): Boston 0.193/0.404/0.623 -> 0.177/0.384/0.602,
-credit card 0.0699/0.137/0.212 -> 0.0682/0.134/0.210 (beta-MSE 1.54 -> 1.33), diamonds
-0.0231/0.0679/0.121 -> 0.0220/0.0667/0.119; confirmation tables within their SEs
-(DoctorVisits 0.0397/0.0951/0.162 -> 0.0405/0.0952/0.161, CPS1988 0.0109/0.0327/0.0632 ->
-0.0109/0.0323/0.0625).
+refinement of those coarse cells (`pooled_one_way`, post-processing; on the tuning tables
+Boston's TVD1/2/3 0.219/0.436/0.649 -> 0.177/0.384/0.602 with both rounds, the other tables'
+numbers in the README).
 
 Resolution. A numeric column whose public cells at 32 and 64 bins nest in its 16
 (`domain.refinement`: equal-width bins, integers, log-spaced edges that happen to nest) is
@@ -99,7 +95,14 @@ import numpy as np
 from dprelease.encoding import Encoder
 from dprelease.generators.base import CountsGenerator, Measurement
 from dprelease.generators.domain import cell_index, normalise, public_cells, write_cells
-from dprelease.generators.pgm_cells import FINER, CountedCells, Resolution
+from dprelease.generators.pgm_cells import (
+    FINER,
+    SIGNAL_TO_NOISE,
+    CountedCells,
+    Resolution,
+    model_feature_groups,
+    model_target_groups,
+)
 from dprelease.generators.pgm_model import (
     CoarseSum,
     Node,
@@ -122,8 +125,6 @@ from dprelease.privacy.zcdp import CONVERSION, zcdp_rho
 DEFAULT_BINS = 16
 TARGET_GROUPS = 8
 SELECTION_GROUPS = 4
-MIN_GROUPS, MAX_GROUPS = 2, 16
-SIGNAL_TO_NOISE = 3.0
 # The rounds' shares of the budget, chosen on the fidelity study's tuning tables (pgm without
 # weights, 5 seeds, with the smoothed one-way): (0.4, 0.15, 0.45) against the former
 # (0.3, 0.2, 0.5) moved credit card's TVD1/2/3 from 0.077/0.153/0.238 to 0.065/0.135/0.215
@@ -272,28 +273,38 @@ class PrivateGraphicalModel(CountsGenerator):
             (j, k): grid.coarsen(t, {1: j, 2: k})
             for (j, k), t in zip(self.pairs, counts[d + len(self.features) :], strict=True)
         }
-        groups = self._resolutions(total, one_way, grid)
         parents, sums = self._tree(by_pair, by_target, one_way, noise, grid)
+        model_std = self.noise_std["model"]
+        y_map = None
+        if self.target is not None:
+            group_shares = coarsen(one_way[self.target], 0, grid.target_groups)
+            nullable = grid.cells[self.target].column.spec.nullable
+            y_map = model_target_groups(total, model_std, group_shares, nullable)
+        if y_map is not None:  # fewer target groups in the model round (round 3)
+            by_target = {j: coarsen(t, 0, y_map) for j, t in by_target.items()}
+            by_pair = {pair: coarsen(t, 0, y_map) for pair, t in by_pair.items()}
+        model_y = grid.target_groups if y_map is None else y_map[grid.target_groups]
+        y_size = 1 if model_y is None else int(model_y.max()) + 1
+        groups = {
+            j: model_feature_groups(total, model_std, y_size, grid.cells[j], one_way[j])
+            for j in self.features
+        }
         totals = [float(c.sum()) for c in one_way_noisy]
         nodes = []
         order = sampling_order(parents)
         for j in order:
             node, noisy = self._node(j, parents.get(j), groups, by_target, by_pair, one_way, noise)
             nodes.append(node)
-            sums += self._coarse_sums(node, noisy, grid)
+            sums += self._coarse_sums(node, noisy, model_y)
         one_way = pooled_one_way(one_way, std**2, total, sums)
-        y_shares = (
-            np.ones(1)
-            if self.target is None
-            else coarsen(one_way[self.target], 0, grid.target_groups)
-        )
+        y_shares = np.ones(1) if model_y is None else coarsen(one_way[self.target], 0, model_y)
         nodes = match_one_way(nodes, one_way, y_shares)
         edges = [(p, j) for j, p in parents.items() if p is not None]
         state = TreeModel(
             cells=grid.cells,
             one_way=one_way,
             target=self.target,
-            target_groups=grid.target_groups,
+            target_groups=model_y,
             nodes=nodes,
             totals=totals,
             edges=edges,
@@ -310,15 +321,6 @@ class PrivateGraphicalModel(CountsGenerator):
             (f for f in FINER if noisy_count >= SIGNAL_TO_NOISE * std * self.bins * f), 1
         )
         return self.counted.resolution(factor, self.target, self.target_groups)
-
-    def _resolutions(
-        self, total: float, one_way: list[np.ndarray], grid: Resolution
-    ) -> dict[int, np.ndarray]:
-        """Each feature's fine-to-coarse map for the model round (module docstring, round 3):
-        groups of nearly equal mass under its DP one-way shares."""
-        per_cell = total / (SIGNAL_TO_NOISE * self.noise_std["model"] * self._y_size)
-        groups = int(np.clip(math.floor(math.sqrt(max(per_cell, 0.0))), MIN_GROUPS, MAX_GROUPS))
-        return {j: coarsening(grid.cells[j], groups, one_way[j]) for j in self.features}
 
     def _tree(
         self, by_pair, by_target, one_way, noise: NoiseSource, grid: Resolution
@@ -364,10 +366,12 @@ class PrivateGraphicalModel(CountsGenerator):
         node = Node(j, parent, conditional(noisy, prior, self.noise_std["model"]), g, parent_groups)
         return node, noisy
 
-    def _coarse_sums(self, node: Node, noisy: np.ndarray, grid: Resolution) -> list[CoarseSum]:
+    def _coarse_sums(
+        self, node: Node, noisy: np.ndarray, model_y: np.ndarray | None
+    ) -> list[CoarseSum]:
         """A model table's sums over its other axes: its columns' coarse totals again
         (`pooled_one_way`), each coarse cell a sum of cells of noise variance std^2."""
-        axes = [(self.target, grid.target_groups), (node.parent, node.parent_groups)]
+        axes = [(self.target, model_y), (node.parent, node.parent_groups)]
         axes.append((node.column, node.groups))
         maps = [None if column is None else (column, m) for column, m in axes]
         return axis_sums(noisy, maps, self.noise_std["model"] ** 2)

@@ -7,14 +7,17 @@ the cells depend on the schema, the bins and a DP count, never on the data.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from dprelease.generators.domain import ColumnCells, public_cells, refinement
-from dprelease.generators.pgm_model import coarsen
+from dprelease.generators.pgm_model import coarsen, coarsening, consecutive_groups
 
 FINER = (4, 2)  # finer one-way cells: bins x 4, bins x 2, where the noisy count supports them
+SIGNAL_TO_NOISE = 3.0  # noise SDs an average cell of a measured table should hold
+MIN_GROUPS, MAX_GROUPS = 2, 16  # a column's coarse cells in the model round
 
 
 @dataclass(frozen=True)
@@ -87,3 +90,30 @@ class CountedCells:
                 to_base = np.arange(self.base[target].size)
             lifted = target_groups[to_base]
         return Resolution(cells, maps, lifted)
+
+
+def model_feature_groups(
+    total: float, std: float, y_size: int, cells: ColumnCells, shares: np.ndarray
+) -> np.ndarray:
+    """A feature's fine-to-coarse map for the model round (`pgm` module docstring, round 3):
+    b = clip(floor(sqrt(N / (3 sigma m_y))), 2, 16) groups of nearly equal mass under its DP
+    one-way shares, so that an average cell of a (m_y, b, b) table holds `SIGNAL_TO_NOISE`
+    noise SDs (N the noisy total, sigma the round's noise SD; post-processing)."""
+    per_cell = total / (SIGNAL_TO_NOISE * std * y_size)
+    groups = int(np.clip(math.floor(math.sqrt(max(per_cell, 0.0))), MIN_GROUPS, MAX_GROUPS))
+    return coarsening(cells, groups, shares)
+
+
+def model_target_groups(
+    total: float, std: float, group_shares: np.ndarray, nullable: bool
+) -> np.ndarray | None:
+    """The model round's target groups as a map from the counted ones (shares
+    `group_shares`, the last one "missing" when `nullable`), or None to keep them (`pgm`
+    module docstring, round 3): m_y = max(floor(N / (3 sigma 2^2)), 2) groups of nearly
+    equal DP mass when that is fewer than the counted ones, so that a table with 2 x 2
+    feature cells holds `SIGNAL_TO_NOISE` noise SDs per average cell (post-processing)."""
+    counted = group_shares.size
+    groups = max(math.floor(total / (SIGNAL_TO_NOISE * std * MIN_GROUPS**2)), MIN_GROUPS)
+    if groups >= counted - int(nullable):
+        return None
+    return consecutive_groups(counted, groups, group_shares, missing=nullable)

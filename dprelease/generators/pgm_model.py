@@ -30,16 +30,24 @@ from dprelease.generators.domain import ColumnCells
 def coarsening(
     cells: ColumnCells, groups: int, shares: np.ndarray | None = None
 ) -> np.ndarray:
-    """Coarse cell of every fine cell: consecutive non-missing cells in at most `groups`
-    groups, the "missing" cell its own group. Without `shares` (or with a group per cell),
-    groups of (nearly) equal numbers of cells. With `shares` (the column's DP one-way shares:
-    post-processing), groups of nearly equal mass: fine cell i joins group
+    """Coarse cell of every fine cell of a column (`consecutive_groups`; the last cell of a
+    nullable column, its "missing" cell, is a group of its own)."""
+    return consecutive_groups(cells.size, groups, shares, missing=cells.column.spec.nullable)
+
+
+def consecutive_groups(
+    size: int, groups: int, shares: np.ndarray | None = None, *, missing: bool = False
+) -> np.ndarray:
+    """Group of each of `size` ordered cells: consecutive non-missing cells in at most
+    `groups` groups, the last cell its own group when `missing`. Without `shares` (or with a
+    group per cell), groups of (nearly) equal numbers of cells. With `shares` (DP shares of
+    the cells: post-processing), groups of nearly equal mass: cell i joins group
     floor(groups x (C_i - p_i / 2)), C_i the cumulative share, so a skewed column's
     dependence is measured where its rows are. (A column with a quarter of its rows at 0 in a
     0-3,500 range gets its zeros their own coarse cell at 2 groups, where equal widths put
     0-1,750 together: credit card's expenditure, whose zeros are the target's "no".)"""
-    missing = int(cells.column.spec.nullable)  # the last cell (and level) is "missing"
-    regular = cells.size - missing
+    missing = int(missing)
+    regular = size - missing
     groups = max(1, min(groups, regular))
     if shares is None or groups == regular:
         mapping = (np.arange(regular) * groups) // regular
