@@ -8,10 +8,9 @@ marginals, McKenna et al. 2019, with MST's noisy structure selection, McKenna et
    ("Resolution" below);
 1. one-way: the histogram of every column over its FINE public cells (`domain.public_cells`,
    16 bins for a numeric column, one cell per value for an integer domain of at most 16
-   values; up to 64 on large tables, "Resolution"), denoised into shares by the estimator
-   with the least Stein's unbiased risk estimate among smoothings of a numeric column's
-   cells followed by a projection onto the simplex of the noisy total or a soft threshold
-   (`pgm_one_way`);
+   values; up to 64 on large tables, "Resolution"), a numeric column's cells smoothed with a
+   kernel chosen by Stein's unbiased risk estimate, projected onto the simplex of its noisy
+   total (`pgm_one_way`);
 2. selection (three or more features): every pair of features at 4 x 4 coarse cells, and
    the target (coarse) x every feature at 4 coarse cells; the maximum spanning tree of the
    pairs' noisy mutual information is the features' tree, rooted at the feature whose noisy
@@ -26,11 +25,10 @@ marginals, McKenna et al. 2019, with MST's noisy structure selection, McKenna et
    coarse cells). With no target, the same with a single target cell. Where even b = 2
    cannot hold 3 SDs per cell (N < 3 sigma 4 m_y: a few hundred rows), the target gets
    m_y = max(floor(N / (3 sigma 4)), 2) groups of nearly equal DP mass instead of its
-   counted ones (`pgm_cells.model_target_groups`; its one-way shares keep their fine cells). Chosen
-   on the tuning tables (40 seeds, against 8 groups): Boston TVD1/2/3 0.203/0.406/0.609 ->
-   0.202/0.401/0.602, beta-MSE 0.054 -> 0.046, TSTR 0.23 -> 0.28; diabetes 0.197/0.390/0.645
-   -> 0.192/0.378/0.629, TSTR 0.12 -> 0.19; confirmed on HousePrices (0.0785/0.147/0.223 ->
-   0.0767/0.145/0.219, beta-MSE 0.0129 -> 0.0133, TSTR 0.21 -> 0.28); larger tables and
+   counted ones (`pgm_cells.model_target_groups`; its one-way shares keep their fine
+   cells). Chosen on the tuning tables (15 seeds against 8 groups: Boston TVD1/2/3
+   0.191/0.400/0.617 -> 0.188/0.390/0.600, beta-MSE 0.047 -> 0.039; 40-seed runs on Boston,
+   diabetes and the confirmation table HousePrices in the README); larger tables and
    binary targets are unchanged.
 
 A feature's coarse cells in rounds 2 and 3 are consecutive fine cells of nearly equal mass
