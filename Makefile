@@ -55,7 +55,7 @@ evaluate: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=10
 
 BENCHMARKS := release psis weights generators weights_fraction cli_latency accounting \
 	adaptive_truncation abcdp abcdp_calibration scale utility gan_discriminator_weights

@@ -125,11 +125,12 @@ def test_pgm_fits_empty_and_small_tables(rows, seeded_noise):
     assert len(decoded) == 20_000 and not decoded.drop(columns="capital_gain").isna().any().any()
 
 
-@pytest.mark.parametrize("rows, groups", [(400, 2), (20_000, 8)])
+@pytest.mark.parametrize("rows, groups", [(400, 2), (20_000, 6)])
 def test_pgm_coarsens_a_numeric_target_only_where_the_noise_needs_it(rows, groups, seeded_noise):
-    """The model round keeps the counted 8 target groups where the rows support them and
-    uses fewer (here 2) on a few hundred rows (module docstring, round 3); the target's
-    one-way shares keep their fine cells either way."""
+    """The model round's target groups: up to 8 where the rows support them (6 here: groups
+    of nearly equal DP mass, and the skewed wage's upper cells hold little of it) and fewer
+    (here 2) on a few hundred rows (module docstring, round 3); the target's one-way shares
+    keep their fine cells either way."""
     schema = CENSUS.model_copy(update={"target": "wage"})
     encoder = Encoder(schema)
     generator, fitted, synthetic = _fit("pgm", census_like(rows, seed=6), seeded_noise,
@@ -143,14 +144,50 @@ def test_pgm_coarsens_a_numeric_target_only_where_the_noise_needs_it(rows, group
 
 
 def test_model_target_groups_keep_missing_apart_and_follow_the_mass():
-    """`model_target_groups`: None where the counted groups fit; otherwise consecutive groups
-    of nearly equal mass, a nullable target's "missing" group its own."""
+    """`model_target_groups`: consecutive groups of nearly equal DP mass, at most 8 and as
+    many as the noise supports, a nullable target's "missing" group its own."""
     from dprelease.generators.pgm_cells import model_target_groups
 
     shares = np.array([0.4, 0.1, 0.1, 0.1, 0.1, 0.05, 0.05, 0.05, 0.05])  # last: missing
-    assert model_target_groups(1e6, 10.0, shares, nullable=True) is None
+    np.testing.assert_array_equal(model_target_groups(1e6, 10.0, shares, nullable=True),
+                                  np.arange(9))  # fmt: skip
     mapping = model_target_groups(300.0, 10.0, shares, nullable=True)  # floor(300/120) = 2
     np.testing.assert_array_equal(mapping, [0, 0, 1, 1, 1, 1, 1, 1, 2])  # 53 % and 47 %
+    # a count: 80 % zeros, 15 % ones; 0 and 1 apart, the sparse tail pooled
+    visits = np.array([0.796, 0.154, 0.033, 0.005, 0.005, 0.002, 0.002, 0.002, 0.001, 0.0])
+    np.testing.assert_array_equal(model_target_groups(1e6, 10.0, visits, nullable=False),
+                                  [0, 1, 2, 2, 2, 2, 2, 2, 2, 2])  # fmt: skip
+
+
+def test_pgm_keeps_the_dependence_of_a_skewed_count_target(seeded_noise):
+    """A count target with 80 % zeros and 15 % ones, a feature that tells 0 from 1: the
+    model's target groups follow the DP mass, so 0 and 1 are measured apart (the former
+    public groups of equal width merged them and the synthetic rows lost the dependence:
+    P(flag | 1) - P(flag | 0) 0.0 against 0.7 real)."""
+    rng = np.random.default_rng(5)
+    n = 20_000
+    visits = rng.choice(10, size=n, p=[0.8, 0.15, 0.03, 0.005, 0.005, 0.004, 0.002,
+                                       0.002, 0.001, 0.001])  # fmt: skip
+    flag = rng.random(n) < np.where(visits == 0, 0.1, 0.8)
+    real = pd.DataFrame({
+        "visits": visits,
+        "flag": np.where(flag, "yes", "no"),
+        "age": rng.uniform(20, 70, n),
+        "other": rng.integers(0, 5, n),
+    })  # fmt: skip
+    schema = _schema({
+        "visits": {"type": "integer", "min": 0, "max": 9},
+        "flag": {"type": "categorical", "categories": ["no", "yes"]},
+        "age": {"type": "continuous", "min": 18, "max": 80},
+        "other": {"type": "integer", "min": 0, "max": 4},
+    }, target="visits")  # fmt: skip
+    encoder = Encoder(schema)
+    _, fitted, synthetic = _fit("pgm", real, seeded_noise, encoder=encoder)
+    groups = fitted.state.target_groups
+    assert groups[0] != groups[1]
+    decoded = encoder.decode(synthetic)
+    share = decoded.assign(yes=decoded["flag"] == "yes").groupby("visits")["yes"].mean()
+    assert share[1] - share[0] > 0.6
 
 
 def test_pgm_without_target_and_with_few_features(seeded_noise):

@@ -12,24 +12,26 @@ marginals, McKenna et al. 2019, with MST's noisy structure selection, McKenna et
    kernel chosen by Stein's unbiased risk estimate, projected onto the simplex of its noisy
    total (`pgm_one_way`);
 2. selection (three or more features): every pair of features at 4 x 4 coarse cells, and
-   the target (coarse) x every feature at 4 coarse cells; the maximum spanning tree of the
-   pairs' noisy mutual information is the features' tree, rooted at the feature whose noisy
-   table with the target has the largest mutual information (before 2026-11-25 the root was
-   chosen from the EXACT target x feature tables: a structure choice without privacy, now
-   measured; with fewer than three features there is no selection round and the features
-   form a chain in the schema's order);
-3. model: the target (8 coarse cells at most) x the tree's root, and the target x each
-   feature x its tree parent, at a resolution the noise supports: each column gets
+   the target (in its m_y groups, round 3) x every feature at 4 coarse cells; the maximum
+   spanning tree of the pairs' noisy mutual information is the features' tree, rooted at
+   the feature whose noisy table with the target has the largest mutual information (before
+   2026-11-25 the root was chosen from the EXACT target x feature tables: a structure
+   choice without privacy, now measured; with fewer than three features there is no
+   selection round and the features form a chain in the schema's order);
+3. model: the target in m_y groups x the tree's root, and the target x each feature x its
+   tree parent, at a resolution the noise supports: each column gets
    b = clip(floor(sqrt(N / (3 sigma m_y))), 2, 16) coarse cells, so that an average cell holds
-   at least 3 noise standard deviations (N: the noisy total of round 1; m_y: the target's
-   coarse cells). With no target, the same with a single target cell. Where even b = 2
-   cannot hold 3 SDs per cell (N < 3 sigma 4 m_y: a few hundred rows), the target gets
-   m_y = max(floor(N / (3 sigma 4)), 2) groups of nearly equal DP mass instead of its
-   counted ones (`pgm_cells.model_target_groups`; its one-way shares keep their fine
-   cells). Chosen on the tuning tables (15 seeds against 8 groups: Boston TVD1/2/3
-   0.191/0.400/0.617 -> 0.188/0.390/0.600, beta-MSE 0.047 -> 0.039; 40-seed runs on Boston,
-   diabetes and the confirmation table HousePrices in the README); larger tables and
-   binary targets are unchanged.
+   at least 3 noise standard deviations (N: the noisy total of round 1). With no target, the
+   same with a single target cell. The target's groups (`pgm_cells.model_target_groups`)
+   are consecutive cells of nearly equal DP mass under its round-1 shares,
+   m_y = clip(floor(N / (3 sigma 4)), 2, 8) of them (fewer where one cell holds more than
+   1 / m_y of the mass), so that even b = 2 holds 3 SDs per average cell; its one-way shares
+   keep their fine cells. The target is counted on up to 16 public cells (its base cells),
+   so its groups are post-processing of the noisy shares. The former 8 public groups of
+   equal width merged 0 and 1 of DoctorVisits' count target (80 % zeros, 15 % ones); 12
+   seeds against them: DoctorVisits TVD2/3 0.0963/0.162 -> 0.0903/0.149, beta-MSE 0.0076
+   -> 0.0046, TSTR R^2 -0.004 -> 0.092; CPS1988 beta-MSE 0.00197 -> 0.00101; diamonds
+   TVD2/3 0.0678/0.120 -> 0.0651/0.114; small tables within their SEs (README).
 
 A feature's coarse cells in rounds 2 and 3 are consecutive fine cells of nearly equal mass
 under its round-1 shares (`coarsening`; post-processing of DP outputs), not of equal width:
@@ -65,22 +67,20 @@ sigma_s = sqrt(k_s / (2 rho_s)), rho_s = share_s * rho: rho-zCDP in total (Bun a
 2016), converted to (epsilon, delta) with OpenDP's conversion (`zcdp_rho`, as AIM and MST).
 With delta = 0 the rounds are Laplace mechanisms of scale k_s / epsilon_s (pure epsilon-DP).
 Which cells round 1 measures depends on the noisy count, and which tables rounds 2 and 3
-measure, and their resolution, on earlier DP outputs only (the noisy total, the noisy
-pairs); their noise does not, so the planned spend is fixed
-before the data is read and the composition is the fixed one above (zCDP and pure-DP
-composition hold for adaptively chosen queries of fixed privacy parameters).
+measure, their resolution and the target's groups, on earlier DP outputs only (the noisy
+total, shares and pairs); their noise does not, so the planned spend is fixed before the
+data is read and the composition is the fixed one above (zCDP and pure-DP composition hold
+for adaptively chosen queries of fixed privacy parameters).
 
 Streaming: the counting query (`cell_counts`) is every column's histogram over its counted
-cells (up to 64 bins), the target (coarse) x each feature, and the target (coarse) x each
+cells (up to 64 bins), the target (on up to 16 cells) x each feature, and the target x each
 feature pair; the tables the rounds measure are sums of those exact counts, formed after
 the noisy count, total and pairs are known, so one pass over the input (or a Dask
-reduction) suffices and memory is bounded by the number of cells, not rows (8 x 64 x 64
-cells per pair of refinable columns: 260 KB).
+reduction) suffices and memory is bounded by the number of cells, not rows (16 x 64 x 64
+cells per pair of refinable columns and a numeric target: 520 KB).
 
-Speed: everything after counting is closed-form (no iterative inference). In the release of
-`benchmarks/release.py` (30,000 census-like rows, 8 columns, 30,000 synthetic rows) the fit
-took 0.01 s and sampling 0.09 s of CPU; `benchmarks/generators.py` prints fit and sample
-times beside the other generators.
+Speed: closed-form after counting (no iterative inference): `benchmarks/release.py` (30,000
+rows, 8 columns) fits in 0.01 s and samples in 0.09 s of CPU (`benchmarks/generators.py`).
 """
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ from dprelease.privacy.noise import NoiseSource
 from dprelease.privacy.zcdp import CONVERSION, zcdp_rho
 
 DEFAULT_BINS = 16
-TARGET_GROUPS = 8
+COUNTED_TARGET_GROUPS = 16  # the target's cells in the counted tables (at most)
 SELECTION_GROUPS = 4
 # The rounds' shares of the budget, chosen on the fidelity study's tuning tables (pgm without
 # weights, 5 seeds, with the smoothed one-way): (0.4, 0.15, 0.45) against the former
@@ -156,7 +156,9 @@ class PrivateGraphicalModel(CountsGenerator):
         self.features = [i for i in range(len(names)) if i != self.target]
         self.pairs = list(combinations(self.features, 2))
         self.target_groups = (
-            None if self.target is None else coarsening(self.cells[self.target], TARGET_GROUPS)
+            None
+            if self.target is None
+            else coarsening(self.cells[self.target], COUNTED_TARGET_GROUPS)
         )
         self.shares = SHARES if len(self.features) >= 3 else SHARES_WITHOUT_SELECTION
         self.tables = {
@@ -271,17 +273,16 @@ class PrivateGraphicalModel(CountsGenerator):
             (j, k): grid.coarsen(t, {1: j, 2: k})
             for (j, k), t in zip(self.pairs, counts[d + len(self.features) :], strict=True)
         }
-        parents, sums = self._tree(by_pair, by_target, one_way, noise, grid)
         model_std = self.noise_std["model"]
-        y_map = None
-        if self.target is not None:
+        model_y = None
+        if self.target is not None:  # the target's groups of DP mass (rounds 2 and 3)
             group_shares = coarsen(one_way[self.target], 0, grid.target_groups)
             nullable = grid.cells[self.target].column.spec.nullable
             y_map = model_target_groups(total, model_std, group_shares, nullable)
-        if y_map is not None:  # fewer target groups in the model round (round 3)
             by_target = {j: coarsen(t, 0, y_map) for j, t in by_target.items()}
             by_pair = {pair: coarsen(t, 0, y_map) for pair, t in by_pair.items()}
-        model_y = grid.target_groups if y_map is None else y_map[grid.target_groups]
+            model_y = y_map[grid.target_groups]
+        parents, sums = self._tree(by_pair, by_target, one_way, noise, grid, model_y)
         y_size = 1 if model_y is None else int(model_y.max()) + 1
         groups = {
             j: model_feature_groups(total, model_std, y_size, grid.cells[j], one_way[j])
@@ -321,7 +322,8 @@ class PrivateGraphicalModel(CountsGenerator):
         return self.counted.resolution(factor, self.target, self.target_groups)
 
     def _tree(
-        self, by_pair, by_target, one_way, noise: NoiseSource, grid: Resolution
+        self, by_pair, by_target, one_way, noise: NoiseSource, grid: Resolution,
+        model_y: np.ndarray | None,
     ) -> tuple[dict[int, int | None], list[CoarseSum]]:
         """Parent of each feature and the selection tables' coarse sums (`select_tree`; each
         feature in `SELECTION_GROUPS` groups of nearly equal DP mass). Without a selection
@@ -335,7 +337,7 @@ class PrivateGraphicalModel(CountsGenerator):
         return select_tree(
             self.features,
             self.target,
-            grid.target_groups,
+            model_y,
             by_target,
             by_pair,
             {j: coarsening(grid.cells[j], SELECTION_GROUPS, one_way[j]) for j in self.features},

@@ -18,6 +18,7 @@ from dprelease.generators.pgm_model import coarsen, coarsening, consecutive_grou
 FINER = (4, 2)  # finer one-way cells: bins x 4, bins x 2, where the noisy count supports them
 SIGNAL_TO_NOISE = 3.0  # noise SDs an average cell of a measured table should hold
 MIN_GROUPS, MAX_GROUPS = 2, 16  # a column's coarse cells in the model round
+TARGET_GROUPS = 8  # at most this many target groups in the selection and model rounds
 
 
 @dataclass(frozen=True)
@@ -106,14 +107,14 @@ def model_feature_groups(
 
 def model_target_groups(
     total: float, std: float, group_shares: np.ndarray, nullable: bool
-) -> np.ndarray | None:
-    """The model round's target groups as a map from the counted ones (shares
-    `group_shares`, the last one "missing" when `nullable`), or None to keep them (`pgm`
-    module docstring, round 3): m_y = max(floor(N / (3 sigma 2^2)), 2) groups of nearly
-    equal DP mass when that is fewer than the counted ones, so that a table with 2 x 2
-    feature cells holds `SIGNAL_TO_NOISE` noise SDs per average cell (post-processing)."""
-    counted = group_shares.size
-    groups = max(math.floor(total / (SIGNAL_TO_NOISE * std * MIN_GROUPS**2)), MIN_GROUPS)
-    if groups >= counted - int(nullable):
-        return None
-    return consecutive_groups(counted, groups, group_shares, missing=nullable)
+) -> np.ndarray:
+    """The target's groups in the selection and model rounds as a map from its counted
+    groups (shares `group_shares`, the last one "missing" when `nullable`; `pgm` module
+    docstring, round 3): m_y = clip(floor(N / (3 sigma 2^2)), 2, `TARGET_GROUPS`) groups of
+    nearly equal DP mass (fewer where one counted group holds more than 1 / m_y of it), so
+    that a table with 2 x 2 feature cells holds `SIGNAL_TO_NOISE` noise SDs per average cell
+    and a skewed target's groups sit where its rows are (a count target with 80 % zeros
+    and 15 % ones: {0}, {1}, {2+}, where equal widths had merged 0 and 1; post-processing)."""
+    groups = math.floor(total / (SIGNAL_TO_NOISE * std * MIN_GROUPS**2))
+    groups = int(np.clip(groups, MIN_GROUPS, TARGET_GROUPS))
+    return consecutive_groups(group_shares.size, groups, group_shares, missing=nullable)
