@@ -12,6 +12,7 @@ from dprelease.diagnostics.accuracy import (
     CAUTION,
     NOT_USABLE,
     USABLE,
+    coarse_relations,
     expected_tvd,
     grade,
     verdict,
@@ -80,3 +81,44 @@ def test_verdict_is_usable_only_when_everything_holds():
     judged = verdict(noisy, ROWS, "good", None)
     assert judged["verdict"] == NOT_USABLE and "noise dominates" in judged["reasons"][0]
     assert verdict(grade([]), ROWS, "good", None)["verdict"] == CAUTION
+
+
+def _measured(shape: tuple[int, ...]) -> list[Measurement]:
+    """One-way a and b (16 cells), c (binary), and an (a, b, c) table of `shape`."""
+    own = [Measurement((name,), size, "gaussian", 1.0, 10_000.0)
+           for name, size in (("a", 16), ("b", 16), ("c", 2))]  # fmt: skip
+    table = Measurement(("a", "b", "c"), math.prod(shape), "gaussian", 1.0, 10_000.0, shape)
+    return [*own, table]
+
+
+def test_relations_are_coarse_when_most_columns_enter_them_in_two_cells():
+    """A column with more than two cells of its own that every multi-way marginal holds in
+    two cells; coarse when they are at least half of such columns (a binary column in two
+    cells is exact and does not count)."""
+    coarse = coarse_relations(_measured((2, 2, 2)))
+    assert coarse == {"columns_in_two_cells": ["a", "b"], "related_columns": 2, "coarse": True}
+    assert coarse_relations(_measured((4, 2, 2)))["coarse"]  # half of them
+    assert not coarse_relations(_measured((4, 4, 2)))["coarse"]
+    unstated = _measured((2, 2, 2))[:3] + [Measurement(("a", "b"), 4, "gaussian", 1.0, 1e4)]
+    assert not coarse_relations(unstated)["coarse"]  # no shape: nothing to judge
+    judged = verdict(grade(_measured((2, 2, 2))), ROWS, "good", None)
+    assert judged["verdict"] == CAUTION
+    assert "relations between columns are coarse: 2 of the 2" in judged["reasons"][0]
+    assert verdict(grade(_measured((4, 4, 2))), ROWS, "good", None)["verdict"] == USABLE
+
+
+@pytest.mark.parametrize("rows, coarse", [(400, True), (30_000, False)])
+def test_pgm_states_coarse_relations_on_few_rows_only(rows, coarse, seeded_noise):
+    """`pgm` measures every relation in 2 x 2 cells on a few hundred rows at epsilon 1 and
+    finer on 30,000 rows: the accuracy statement says so from its measurements' shapes."""
+    from dprelease.datasets import census_like
+    from dprelease.encoding import Encoder
+    from dprelease.generators import make_generator
+    from dprelease.schema import load_schema
+
+    encoder = Encoder(load_schema("data/census.yaml"))
+    generator = make_generator("pgm", encoder, 1.0, 1e-6)
+    fitted = generator.fit(encoder.encode(census_like(rows, seed=3)), seeded_noise(2))
+    relations = grade(fitted.measurements)["relations"]
+    assert relations["coarse"] is coarse
+    assert relations["related_columns"] >= 4

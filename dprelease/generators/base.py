@@ -46,13 +46,15 @@ class Discriminator(Protocol):
 class Measurement:
     """A marginal a generator measured with noise: its columns, how many public cells it has,
     the noise on each cell count (`noise` "laplace" or "gaussian" with standard deviation
-    `noise_std`) and the sum of its noisy counts (a DP estimate of the row count)."""
+    `noise_std`), the sum of its noisy counts (a DP estimate of the row count) and, where the
+    generator states it, its cells per column (`shape`, in the order of `columns`)."""
 
     columns: tuple[str, ...]
     cells: int
     noise: Literal["laplace", "gaussian"]
     noise_std: float
     noisy_total: float
+    shape: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)

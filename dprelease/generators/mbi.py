@@ -259,7 +259,8 @@ class _OpenDPMarginalGenerator(Generator):
             noisy = np.asarray(measured.noisy_measurement, dtype=float)
             columns = tuple(names[name] for name in measured.clique)
             std = float(measured.stddev)
-            out.append(Measurement(columns, noisy.size, "gaussian", std, float(noisy.sum())))
+            shape = noisy.shape if noisy.ndim == len(columns) else None
+            out.append(Measurement(columns, noisy.size, "gaussian", std, float(noisy.sum()), shape))
         return out
 
     def _sample(self, state: Any, n: int, rng: np.random.Generator) -> np.ndarray:

@@ -380,16 +380,16 @@ class PrivateGraphicalModel(CountsGenerator):
         """The fine one-way histograms and the model round's tables (the accuracy statement
         grades what the release reproduces; the selection tables only choose the tree)."""
         kind = "gaussian" if self.gaussian else "laplace"
-        out = [
-            Measurement((c.column.name,), c.size, kind, self.noise_std["one-way"], total)
-            for c, total in zip(state.cells, state.totals, strict=True)
-        ]
-        name = [c.name for c in self.encoder.columns]
-        total = float(np.median(state.totals))
+        one_way, std = self.noise_std["one-way"], self.noise_std["model"]
+        out = [Measurement((c.column.name,), c.size, kind, one_way, total, (c.size,))
+               for c, total in zip(state.cells, state.totals, strict=True)]  # fmt: skip
+        name, total = [c.name for c in self.encoder.columns], float(np.median(state.totals))
         for node in state.nodes:
             members = (self.target, node.parent, node.column)
-            columns = tuple(name[i] for i in members if i is not None)
-            out.append(Measurement(columns, node.table.size, kind, self.noise_std["model"], total))
+            kept = [k for k, i in enumerate(members) if i is not None]
+            columns = tuple(name[members[k]] for k in kept)
+            shape = tuple(int(node.table.shape[k]) for k in kept)
+            out.append(Measurement(columns, node.table.size, kind, std, total, shape))
         return out
 
     def _sample(self, state: TreeModel, n: int, rng: np.random.Generator) -> np.ndarray:

@@ -30,6 +30,7 @@ def usable_section(manifest: dict) -> list[str]:
         f"dominates above {FAIR_TVD:g}.",
         "",
         *_marginals_table(accuracy),
+        *_relations_lines(accuracy.get("relations")),
         *_rows_lines(accuracy["synthetic_rows"]),
     ]
     return lines
@@ -55,6 +56,21 @@ def _marginals_table(accuracy: dict) -> list[str]:
         for m in worst
     ]
     return [*lines, ""]
+
+
+def _relations_lines(relations: dict | None) -> list[str]:
+    """Which columns entered the measured relations in two cells only (`coarse_relations`)."""
+    if not relations or not relations["columns_in_two_cells"]:
+        return []
+    shown = ", ".join(f"`{c}`" for c in relations["columns_in_two_cells"])
+    return [
+        f"Relations between columns: {len(relations['columns_in_two_cells'])} of the "
+        f"{relations['related_columns']} columns with more than two cells entered every "
+        f"measured multi-way marginal in two cells (above or below a DP split): {shown}. "
+        "Their relations in the synthetic rows are weaker than the real ones, or lost to the "
+        "noise.",
+        "",
+    ]
 
 
 def _value(value: float | None) -> str:
