@@ -18,7 +18,10 @@ from dprelease.generators.pgm_model import coarsen, coarsening, consecutive_grou
 FINER = (4, 2)  # finer one-way cells: bins x 4, bins x 2, where the noisy count supports them
 SIGNAL_TO_NOISE = 3.0  # noise SDs an average cell of a measured table should hold
 MIN_GROUPS, MAX_GROUPS = 2, 16  # a column's coarse cells in the model round
-TARGET_GROUPS = 8  # at most this many target groups in the selection and model rounds
+# At most this many target groups in the selection and model rounds: 8 against 4 and 16 on
+# the tuning tables (README, "Target groups of DP mass"; 16 left too few feature cells on
+# RAND HIE and diamonds, 4 cost diamonds' beta-MSE and TSTR).
+TARGET_GROUPS = 8
 
 
 @dataclass(frozen=True)
