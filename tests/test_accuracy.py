@@ -119,6 +119,7 @@ def test_pgm_states_coarse_relations_on_few_rows_only(rows, coarse, seeded_noise
     encoder = Encoder(load_schema("data/census.yaml"))
     generator = make_generator("pgm", encoder, 1.0, 1e-6)
     fitted = generator.fit(encoder.encode(census_like(rows, seed=3)), seeded_noise(2))
+    assert all(math.prod(m.shape) == m.cells for m in fitted.measurements)
     relations = grade(fitted.measurements)["relations"]
     assert relations["coarse"] is coarse
     assert relations["related_columns"] >= 4

@@ -82,6 +82,8 @@ def test_mst_fit_sample_decode_and_no_artificial_dependence():
     generator = make_generator("mst", ENCODER, 50.0, 1e-5, iters=100)
     fitted = generator.fit(real)
     assert list(fitted.spends) == generator.planned_spends()
+    # the accuracy statement's cells per column (OpenDP's keys with their null cell)
+    assert all(np.prod(m.shape) == m.cells for m in fitted.measurements)
     synthetic = fitted.sample(20_000, np.random.default_rng(1))
     again = fitted.sample(20_000, np.random.default_rng(1))
     np.testing.assert_array_equal(synthetic, again)  # the seed fixes synthesis only

@@ -179,8 +179,8 @@ def verdict(accuracy: dict, rows: dict, weights_verdict: str, weights_chi2: floa
         caution.append("the DP noise is noticeable in the measured marginals")
     elif accuracy["grade"] == "not stated":
         caution.append("the generator measures no marginals, so their accuracy is not stated")
-    relations = accuracy.get("relations") or {}
-    if relations.get("coarse"):
+    relations = accuracy["relations"]
+    if relations["coarse"]:
         caution.append(
             f"the relations between columns are coarse: {len(relations['columns_in_two_cells'])} "
             f"of the {relations['related_columns']} columns with more than two cells were "

@@ -256,10 +256,10 @@ class _OpenDPMarginalGenerator(Generator):
         names = dict(zip(self.names, (c.column.name for c in self.cells), strict=True))
         out = []
         for measured in state.marginals.flatten():
-            noisy = np.asarray(measured.noisy_measurement, dtype=float)
+            noisy = np.asarray(measured.noisy_measurement, dtype=float)  # flattened cells
             columns = tuple(names[name] for name in measured.clique)
+            shape = tuple(len(state.keys[name]) for name in measured.clique)  # keys + null
             std = float(measured.stddev)
-            shape = noisy.shape if noisy.ndim == len(columns) else None
             out.append(Measurement(columns, noisy.size, "gaussian", std, float(noisy.sum()), shape))
         return out
 

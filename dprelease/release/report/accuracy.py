@@ -30,7 +30,7 @@ def usable_section(manifest: dict) -> list[str]:
         f"dominates above {FAIR_TVD:g}.",
         "",
         *_marginals_table(accuracy),
-        *_relations_lines(accuracy.get("relations")),
+        *_relations_lines(accuracy["relations"]),
         *_rows_lines(accuracy["synthetic_rows"]),
     ]
     return lines
@@ -58,9 +58,9 @@ def _marginals_table(accuracy: dict) -> list[str]:
     return [*lines, ""]
 
 
-def _relations_lines(relations: dict | None) -> list[str]:
+def _relations_lines(relations: dict) -> list[str]:
     """Which columns entered the measured relations in two cells only (`coarse_relations`)."""
-    if not relations or not relations["columns_in_two_cells"]:
+    if not relations["columns_in_two_cells"]:
         return []
     shown = ", ".join(f"`{c}`" for c in relations["columns_in_two_cells"])
     return [
