@@ -12,8 +12,10 @@ gives pure epsilon-DP (Dwork et al. 2006). Negative noisy counts are clipped to 
 histogram is normalised (post-processing); a histogram whose noisy counts are all clipped
 becomes uniform.
 
-Sampling draws each column independently: a cell, then (for numeric bins) a value uniform in
-the bin. Dependencies between columns are not kept; that is what PrivBayes and the DP-GANs add.
+Sampling draws each column independently: a cell (stratified, so that every cell holds its
+share of the n rows to within one row, `sampling.stratified_choice`), then (for numeric bins) a
+value uniform in the bin. Dependencies between columns are not kept; that is what PrivBayes
+and the DP-GANs add.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import numpy as np
 from dprelease.encoding import Encoder
 from dprelease.generators.base import CountsGenerator, Measurement
 from dprelease.generators.domain import cell_counts, normalise, public_cells, write_cells
+from dprelease.generators.sampling import stratified_choice
 from dprelease.privacy.accounting import PlannedSpend
 from dprelease.privacy.calibration import laplace_scale
 from dprelease.privacy.noise import NoiseSource
@@ -99,5 +102,5 @@ class IndependentMarginals(CountsGenerator):
     def _sample(self, state: Histograms, n: int, rng: np.random.Generator) -> np.ndarray:
         out = np.zeros((n, self.encoder.width))
         for cells, probabilities in zip(self.cells, state.probabilities, strict=True):
-            write_cells(out, cells, rng.choice(cells.size, size=n, p=probabilities), rng)
+            write_cells(out, cells, stratified_choice(probabilities, n, rng), rng)
         return out

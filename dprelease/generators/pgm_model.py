@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from dprelease.generators.domain import ColumnCells
+from dprelease.generators.sampling import draw_rows, stratified_choice, systematic_uniforms
 
 
 def coarsening(
@@ -134,39 +135,34 @@ class TreeModel:
     resolutions: dict[int, int]
 
 
-def draw_rows(probabilities: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """One categorical draw per row of a (rows, cells) probability matrix (inverse CDF)."""
-    cumulative = np.cumsum(probabilities, axis=1)
-    u = rng.random((len(probabilities), 1)) * cumulative[:, -1:]
-    return np.minimum((cumulative < u).sum(axis=1), probabilities.shape[1] - 1)
-
-
 def refine(
     coarse: np.ndarray, groups: np.ndarray, fine_shares: np.ndarray, rng: np.random.Generator
 ) -> np.ndarray:
-    """A fine cell within each drawn coarse cell, in proportion to the one-way shares."""
+    """A fine cell within each drawn coarse cell, in proportion to the one-way shares
+    (stratified within each coarse cell, `systematic_uniforms`)."""
     within = np.where(groups[None, :] == np.arange(groups.max() + 1)[:, None], fine_shares, 0.0)
     totals = within.sum(axis=1, keepdims=True)
     uniform = (groups[None, :] == np.arange(groups.max() + 1)[:, None]).astype(float)
     within = np.where(totals > 0, within, uniform)
-    return draw_rows(within[coarse], rng)
+    return draw_rows(within[coarse], systematic_uniforms(coarse, rng))
 
 
 def sample_cells(model: TreeModel, n: int, rng: np.random.Generator) -> list[np.ndarray]:
-    """Fine cells of n rows for every column, drawn down the tree."""
+    """Fine cells of n rows for every column, drawn down the tree; each conditional draw is
+    stratified within the rows that share its condition (`systematic_uniforms`)."""
     chosen: list[np.ndarray | None] = [None] * len(model.one_way)
     if model.target is None:
         y_coarse = np.zeros(n, dtype=np.int64)
     else:
-        shares = model.one_way[model.target]
-        chosen[model.target] = rng.choice(len(shares), size=n, p=shares)
+        chosen[model.target] = stratified_choice(model.one_way[model.target], n, rng)
         y_coarse = model.target_groups[chosen[model.target]]
     for node in model.nodes:
         if node.parent is None:
             parent_coarse = np.zeros(n, dtype=np.int64)
         else:
             parent_coarse = node.parent_groups[chosen[node.parent]]
-        coarse = draw_rows(node.table[y_coarse, parent_coarse], rng)
+        condition = y_coarse * node.table.shape[1] + parent_coarse
+        coarse = draw_rows(node.table[y_coarse, parent_coarse], systematic_uniforms(condition, rng))
         chosen[node.column] = refine(coarse, node.groups, model.one_way[node.column], rng)
     return chosen
 
