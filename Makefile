@@ -58,7 +58,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q --durations=10
 
 BENCHMARKS := release psis weights generators weights_fraction cli_latency accounting \
-	adaptive_truncation abcdp abcdp_calibration scale utility gan_discriminator_weights
+	adaptive_truncation abcdp abcdp_calibration scale gan_discriminator_weights
 
 bench: $(STAMP)
 	set -e; for name in $(BENCHMARKS); do $(BIN)/python benchmarks/$$name.py; done
