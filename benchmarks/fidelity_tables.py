@@ -12,6 +12,8 @@ datasets' documentation, not from the data).
 Roles: TUNING tables may be used to choose dprelease's defaults; CONFIRMATION tables never
 are (they only confirm a choice). The 28k-row wage table (CPS1988) is a confirmation table;
 HousePrices (546 rows, added 2026-11-26) confirms rules that act only on a few hundred rows.
+AER's Affairs (601 rows, extra, added 2026-11-26) is a survey whose numeric columns are
+codes: `affairs` declares their codebooks (`values`), `affairs-bounds` only their bounds.
 """
 
 from __future__ import annotations
@@ -50,8 +52,10 @@ SOURCES = {
     "diabetes": Source("bundled", "diabetes", TUNING),
     "breast": Source("bundled", "breast", TUNING),
     "randhie": Source("bundled", "randhie", TUNING),
+    "affairs": Source("AER", "Affairs", CONFIRMATION),
+    "affairs-bounds": Source("AER", "Affairs", CONFIRMATION),
 }
-EXTRA = ("diabetes", "breast", "randhie")
+EXTRA = ("diabetes", "breast", "randhie", "affairs", "affairs-bounds")
 STUDY = tuple(name for name in SOURCES if name not in EXTRA)
 
 

@@ -6,7 +6,8 @@ categories. A nullable column gets one more state for "missing": a nullable cate
 has an extra one-hot level, a nullable numeric column an indicator feature in front of its
 value (the value is 0 when missing). Decoding is the exact inverse on encoded tables, and
 maps any matrix (for example a generator's output) back to valid schema values: numeric
-values clipped to the bounds, integers rounded, categories by the largest coordinate.
+values clipped to the bounds, integers rounded, a coded column's values to the nearest value
+of its codebook, categories by the largest coordinate.
 """
 
 from __future__ import annotations
@@ -140,7 +141,23 @@ class Encoder:
         return pd.DataFrame(data)
 
 
+def nearest_codebook_value(values: tuple[float, ...] | np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Each x replaced by the nearest of the sorted codebook `values` (same units)."""
+    grid = np.asarray(values, dtype=float)
+    right = np.clip(np.searchsorted(grid, x), 1, len(grid) - 1)
+    left = right - 1
+    return np.where(x - grid[left] < grid[right] - x, grid[left], grid[right])  # ties: right
+
+
+def in_codebook(x: np.ndarray, values: tuple[float, ...]) -> np.ndarray:
+    """Whether each x is one of the codebook `values` (to rounding error)."""
+    x = np.asarray(x, dtype=float)
+    return np.isclose(x, nearest_codebook_value(values, x), rtol=1e-12, atol=1e-12)
+
+
 def _numeric_series(spec: ColumnSpec, values: np.ndarray, missing: np.ndarray) -> pd.Series:
+    if getattr(spec, "values", None) is not None:
+        values = nearest_codebook_value(spec.values, values)
     if isinstance(spec, IntegerColumn):
         integers = pd.array(np.rint(values).astype(np.int64), dtype="Int64")
         integers[missing] = pd.NA

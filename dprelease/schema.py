@@ -14,13 +14,16 @@ A schema is a YAML file validated with pydantic::
       wage: {type: continuous, min: 0, max: 20000}
       education: {type: integer, min: 0, max: 20}
       region: {type: categorical, categories: [northeast, midwest, south, west]}
+      age_band: {type: continuous, min: 15, max: 60, values: [17.5, 22, 27, 32, 37, 57]}
+                                     # optional codebook of a coded numeric column
 
-docs/privacy-model.md section 2: bounds and category sets are public and come from here, never
-from the data. Errors name the offending key (``columns.wage.max``) and what is wrong.
+docs/privacy-model.md section 2: bounds, codebooks and category sets are public and come from
+here, never from the data. Errors name the offending key (``columns.wage.max``) and what is wrong.
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -52,11 +55,34 @@ class _NumericColumn(BaseModel):
 
 
 class ContinuousColumn(_NumericColumn):
-    """A real-valued column with public bounds [min, max]."""
+    """A real-valued column with public bounds [min, max].
+
+    `values` (optional) is the column's public codebook: the values a coded column takes,
+    such as the mid-points of survey brackets (ages coded 17.5, 22, 27, ...). The generators'
+    cells then follow the codebook (`generators.domain.public_cells`: one cell per value, or
+    consecutive values grouped when there are more values than cells) and every synthetic
+    value is one of them; a real value between two codebook values counts as the nearer one
+    (part of the mechanism, like clipping to the bounds)."""
 
     type: Literal["continuous"]
     min: float = Field(allow_inf_nan=False)
     max: float = Field(allow_inf_nan=False)
+    values: tuple[float, ...] | None = None
+
+    @model_validator(mode="after")
+    def _codebook_in_bounds(self) -> ContinuousColumn:
+        if self.values is None:
+            return self
+        values = self.values
+        if len(values) < 2:
+            raise ValueError("values must list at least two codebook values")
+        if not all(math.isfinite(v) for v in values) or any(
+            b <= a for a, b in zip(values, values[1:], strict=False)
+        ):
+            raise ValueError("values must be finite and strictly increasing")
+        if values[0] < self.min or values[-1] > self.max:
+            raise ValueError(f"values must lie within [min, max] = [{self.min}, {self.max}]")
+        return self
 
 
 class IntegerColumn(_NumericColumn):

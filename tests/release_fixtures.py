@@ -3,9 +3,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import yaml
 from conftest import SeededNoise
 
@@ -14,6 +18,7 @@ from dprelease.datasets import census_like
 from dprelease.release.pipeline import publish
 from dprelease.release.synthetic import SYNTHETIC_PIPELINE
 from dprelease.schema import Schema
+from dprelease.verify.release import verify_release
 
 ROOT = Path(__file__).parent.parent
 # Three columns: releases of it take about a second with the fast generators.
@@ -91,3 +96,34 @@ def publish_table(out: Path, schema: Schema, config: SyntheticConfig, table) -> 
         noise=SeededNoise(0),
     )
     return release, json.loads((release / "manifest.json").read_text())
+
+
+def failed(directory: Path) -> set[str]:
+    return {check.name for check in verify_release(directory).failed}
+
+
+def manifest_of(directory: Path) -> dict:
+    return json.loads((directory / "manifest.json").read_text())
+
+
+def save_manifest(directory: Path, manifest: dict) -> None:
+    (directory / "manifest.json").write_text(json.dumps(manifest, indent=2))
+
+
+def rehash(directory: Path) -> None:
+    """What a careless forger does: make the manifest's hashes match the edited files."""
+    manifest = manifest_of(directory)
+    manifest["files"] = {
+        name: hashlib.sha256((directory / name).read_bytes()).hexdigest()
+        for name in manifest["files"]
+        if (directory / name).exists()
+    }
+    save_manifest(directory, manifest)
+
+
+def edit_table(path: Path, edit: Callable) -> None:
+    """Rewrite a Parquet file through pandas, keeping its Arrow metadata."""
+    table = pq.read_table(path)
+    frame = edit(table.to_pandas())
+    edited = pa.Table.from_pandas(frame, preserve_index=False)
+    pq.write_table(edited.replace_schema_metadata(table.schema.metadata), path)

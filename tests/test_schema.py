@@ -69,6 +69,10 @@ def test_bundled_schemas_load(name):
         ("  smsa: {type: categorical, categories: [a, a]}", "columns.smsa.categories", "distinct"),
         ("  smsa: {type: categorical, categories: []}", "columns.smsa.categories", "at least 1"),
         ("  wage: {type: continuous, min: 0, max: 1, colour: red}", "columns.wage.colour", "Extra"),
+        ("  age: {type: continuous, min: 0, max: 9, values: [3]}", "columns.age", "at least two"),
+        ("  age: {type: continuous, min: 0, max: 9, values: [3, 2]}", "columns.age", "increasing"),
+        ("  age: {type: continuous, min: 0, max: 9, values: [3, 12]}", "columns.age", "within"),
+        ("  age: {type: integer, min: 0, max: 9, values: [3, 4]}", "columns.age.values", "Extra"),
     ],
 )
 def test_schema_errors_name_the_key(tmp_path, columns, key, message):

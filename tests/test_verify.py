@@ -11,11 +11,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import typer
-from release_fixtures import build_release
+from release_fixtures import build_release, edit_table, failed, manifest_of, rehash, save_manifest
 from typer.testing import CliRunner
 
 from dprelease.cli.verify import verify_command
@@ -66,37 +65,6 @@ def copy(release, tmp_path) -> Path:
     target = tmp_path / release.name
     shutil.copytree(release, target)
     return target
-
-
-def failed(directory: Path) -> set[str]:
-    return {check.name for check in verify_release(directory).failed}
-
-
-def manifest_of(directory: Path) -> dict:
-    return json.loads((directory / "manifest.json").read_text())
-
-
-def save_manifest(directory: Path, manifest: dict) -> None:
-    (directory / "manifest.json").write_text(json.dumps(manifest, indent=2))
-
-
-def rehash(directory: Path) -> None:
-    """What a careless forger does: make the manifest's hashes match the edited files."""
-    manifest = manifest_of(directory)
-    manifest["files"] = {
-        name: hashlib.sha256((directory / name).read_bytes()).hexdigest()
-        for name in manifest["files"]
-        if (directory / name).exists()
-    }
-    save_manifest(directory, manifest)
-
-
-def edit_table(path: Path, edit: Callable) -> None:
-    """Rewrite a Parquet file through pandas, keeping its Arrow metadata."""
-    table = pq.read_table(path)
-    frame = edit(table.to_pandas())
-    edited = pa.Table.from_pandas(frame, preserve_index=False)
-    pq.write_table(edited.replace_schema_metadata(table.schema.metadata), path)
 
 
 def edit_synthetic(edit: Callable) -> Callable[[Path], None]:

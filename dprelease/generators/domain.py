@@ -4,13 +4,15 @@ Every column has a finite set of public cells (docs/privacy-model.md section 2):
 (plus "missing" for a nullable column), or, for a numeric column, bins with public edges
 (equal-width bins of the [0, 1]-scaled value, or for an integer column with `spacing: log`
 geometrically widening ones, `log_edges`; an integer column with at most `bins` values gets
-one bin per value), plus a "missing" cell when nullable. Nothing here reads bounds or
+one bin per value, a continuous column with a codebook `values` cells of its codebook
+values, `codebook_cells`), plus a "missing" cell when nullable. Nothing here reads bounds or
 categories from the data: the edges depend only on the schema and `bins`.
 
 `cell_index` maps each encoded row to its cell of a column (each row lies in exactly one cell
 of each column, which is what the histogram sensitivities count); `write_cells` maps cells
 back to encoded values (a continuous bin draws a value uniform in the bin, an integer bin an
-integer uniform among the integers of the bin, so decoding never leaves the cell).
+integer uniform among the integers of the bin, a codebook cell one of its codebook values,
+so decoding never leaves the cell).
 `marginal_tvd` is an evaluation metric for tests and benchmarks only; it reads the real table
 without privacy, so its output never goes into a release (docs/privacy-model.md section 8).
 """
@@ -23,7 +25,7 @@ from itertools import combinations
 
 import numpy as np
 
-from dprelease.encoding import EncodedColumn, Encoder
+from dprelease.encoding import EncodedColumn, Encoder, nearest_codebook_value
 from dprelease.schema import IntegerColumn
 
 
@@ -55,7 +57,31 @@ def public_cells(column: EncodedColumn, bins: int, *, equal_width: bool = False)
         return ColumnCells(column, np.concatenate([[0.0], midpoints, [1.0]]), points)
     if isinstance(spec, IntegerColumn) and spec.spacing == "log" and not equal_width:
         return ColumnCells(column, log_edges(spec.max - spec.min, bins), None)
+    if getattr(spec, "values", None) is not None and not equal_width:
+        return codebook_cells(column, bins)
     return ColumnCells(column, np.linspace(0.0, 1.0, bins + 1), None)
+
+
+def codebook_cells(column: EncodedColumn, bins: int) -> ColumnCells:
+    """Cells of a continuous column with a public codebook (`values`): with at most `bins`
+    values, one cell per value, decoded to the value itself; otherwise `bins` cells of
+    consecutive values, cell k holding values i_k .. i_{k+1} - 1 with i_k = floor(k n / bins),
+    so that the cells at `bins` nest in those at 2 `bins`. Edges lie half-way between
+    neighbouring values, so a real value between two codebook values counts as the nearer
+    one."""
+    scaled = scaled_codebook(column)
+    if len(scaled) <= bins:
+        midpoints = (scaled[:-1] + scaled[1:]) / 2
+        return ColumnCells(column, np.concatenate([[0.0], midpoints, [1.0]]), scaled)
+    starts = (np.arange(1, bins) * len(scaled)) // bins
+    midpoints = (scaled[starts - 1] + scaled[starts]) / 2
+    return ColumnCells(column, np.concatenate([[0.0], midpoints, [1.0]]), None)
+
+
+def scaled_codebook(column: EncodedColumn) -> np.ndarray:
+    """A coded column's codebook values scaled to [0, 1] with its bounds, as encoded."""
+    spec = column.spec
+    return (np.asarray(spec.values, dtype=float) - spec.min) / (spec.max - spec.min)
 
 
 def refinement(fine: ColumnCells, coarse: ColumnCells) -> np.ndarray | None:
@@ -130,6 +156,8 @@ def write_cells(
     else:
         low, high = cells.edges[in_bin], cells.edges[in_bin + 1]
         values = low + rng.random(n) * (high - low)
+        if getattr(column.spec, "values", None) is not None:  # a codebook value of the cell
+            values = nearest_codebook_value(scaled_codebook(column), values)
     out[:, column.value_index] = np.where(missing, 0.0, values)
     if column.missing_index is not None:
         out[:, column.missing_index] = missing

@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from dprelease.config import InputPolicy, InvalidRows, OutOfBounds
-from dprelease.encoding import Encoder, column_dtypes
+from dprelease.encoding import Encoder, column_dtypes, in_codebook
 from dprelease.errors import InputError
 from dprelease.schema import CategoricalColumn, IntegerColumn, Schema
 
@@ -236,3 +236,7 @@ def check_synthetic(table: pd.DataFrame, schema: Schema) -> None:
         check_chunk(batch, schema, "synthetic table", STRICT)
     except InputError as error:
         raise RuntimeError(f"synthetic table fails the schema's rules: {error}") from None
+    for name, spec in schema.columns.items():
+        codebook = getattr(spec, "values", None)
+        if codebook is not None and not in_codebook(table[name].dropna(), codebook).all():
+            raise RuntimeError(f"synthetic table fails the schema's rules: {name} off its codebook")

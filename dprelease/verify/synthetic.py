@@ -9,7 +9,8 @@ anything the publisher's code computes):
   (plain or dictionary-encoded); `weight` and `log_weight` float.
 - `synthetic-nulls`: nulls only in columns the schema marks nullable (a NaN counts as a null
   here: it is what pandas writes for a missing float); none in the weights.
-- `synthetic-bounds`: every numeric value finite and within the schema's [min, max];
+- `synthetic-bounds`: every numeric value finite and within the schema's [min, max], and one
+  of its codebook `values` where the schema lists them;
   `synthetic-categories`: every categorical value among the schema's categories.
 - `weights`: `weight` finite, non-negative, mean 1 (tolerance `WEIGHT_MEAN_TOL`);
   `log-weights`: `log_weight` finite.
@@ -31,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dprelease.encoding import in_codebook
 from dprelease.release.files import DIAGNOSTICS_FILE, SYNTHETIC_FILE, WEIGHT_COLUMNS
 from dprelease.verify.release import KIND_CHECKS, Check, read_parquet
 
@@ -140,6 +142,8 @@ def _bounds(table, columns: dict) -> Check:  # noqa: ANN001
         low, high = float(spec["min"]), float(spec["max"])
         if not np.all(np.isfinite(values)) or np.any((values < low) | (values > high)):
             outside.append(f"{name} (bounds [{spec['min']}, {spec['max']}])")
+        elif spec.get("values") is not None and not in_codebook(values, spec["values"]).all():
+            outside.append(f"{name} (codebook {list(spec['values'])})")
     if outside:
         return Check("synthetic-bounds", False, "values outside the schema: " + ", ".join(outside))
     return Check("synthetic-bounds", True, "numeric values within the schema's bounds")
