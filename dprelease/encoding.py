@@ -113,6 +113,21 @@ class Encoder:
                     matrix[:, column.missing_index] = missing
         return matrix
 
+    def snap_to_codebooks(self, matrix: np.ndarray) -> np.ndarray:
+        """Encoded rows with every coded column's value moved to its nearest scaled codebook
+        value (a missing value stays 0): for generators whose output is continuous."""
+        out = np.array(matrix, dtype=float)
+        for column in self.columns:
+            if getattr(column.spec, "values", None) is None:
+                continue
+            value = out[:, column.value_index]
+            snapped = nearest_codebook_value(scaled_codebook(column.spec), value)
+            present = np.ones(len(out), bool)
+            if column.missing_index is not None:
+                present = out[:, column.missing_index] < 0.5
+            out[:, column.value_index] = np.where(present, snapped, value)
+        return out
+
     def decode(self, matrix: np.ndarray) -> pd.DataFrame:
         """Map encoded rows back to a table with the schema's columns and types."""
         matrix = np.asarray(matrix, dtype=float)
@@ -139,6 +154,11 @@ class Encoder:
             )
             data[column.name] = _numeric_series(column.spec, values, missing)
         return pd.DataFrame(data)
+
+
+def scaled_codebook(spec: ColumnSpec) -> np.ndarray:
+    """A coded column's codebook `values` scaled to [0, 1] with its bounds, as encoded."""
+    return (np.asarray(spec.values, dtype=float) - spec.min) / (spec.max - spec.min)
 
 
 def nearest_codebook_value(values: tuple[float, ...] | np.ndarray, x: np.ndarray) -> np.ndarray:

@@ -16,12 +16,13 @@ from itertools import count
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
 from dprelease import weights
 from dprelease.datasets import census_like
-from dprelease.encoding import Encoder, column_dtypes
+from dprelease.encoding import Encoder, column_dtypes, in_codebook
 from dprelease.errors import InputError
 from dprelease.generators import GENERATORS, make_generator
 from dprelease.generators import tabular_nets as nets
@@ -366,3 +367,24 @@ def test_default_steps_keep_the_per_step_noise_small_on_small_tables():
     (spend,) = small.planned_spends()
     assert spend.params["steps"] == steps and small.public_options()["steps"] == steps
     assert default_steps(1.0, DELTA, 256 / 100_000, 256) == DEFAULT_MAX_STEPS
+
+
+def test_gan_samples_keep_a_long_codebook(seeded_noise):
+    codebook = [float(v) for v in np.linspace(15.0, 60.0, 40)]  # more values than cells
+    schema = Schema.model_validate(
+        {
+            "dataset": "coded",
+            "max_rows": 1_000,
+            "budget": {"epsilon": 10.0, "delta": 1e-5},
+            "columns": {
+                "age": {"type": "continuous", "min": 0, "max": 60, "values": codebook},
+                "group": {"type": "categorical", "categories": ["a", "b"]},
+            },
+        }
+    )
+    encoder = Encoder(schema)
+    rng = np.random.default_rng(0)
+    real = pd.DataFrame({"age": rng.choice(codebook, 200), "group": rng.choice(["a", "b"], 200)})
+    generator = make_generator("dpgan", encoder, 4.0, DELTA, steps=5, **SMALL)
+    rows = generator.fit(encoder.encode(real), seeded_noise(0)).sample(300, rng)
+    assert in_codebook(rows[:, 0] * 60.0, tuple(codebook)).all()

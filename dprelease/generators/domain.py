@@ -25,7 +25,7 @@ from itertools import combinations
 
 import numpy as np
 
-from dprelease.encoding import EncodedColumn, Encoder, nearest_codebook_value
+from dprelease.encoding import EncodedColumn, Encoder, nearest_codebook_value, scaled_codebook
 from dprelease.schema import IntegerColumn
 
 
@@ -69,19 +69,13 @@ def codebook_cells(column: EncodedColumn, bins: int) -> ColumnCells:
     so that the cells at `bins` nest in those at 2 `bins`. Edges lie half-way between
     neighbouring values, so a real value between two codebook values counts as the nearer
     one."""
-    scaled = scaled_codebook(column)
+    scaled = scaled_codebook(column.spec)
     if len(scaled) <= bins:
         midpoints = (scaled[:-1] + scaled[1:]) / 2
         return ColumnCells(column, np.concatenate([[0.0], midpoints, [1.0]]), scaled)
     starts = (np.arange(1, bins) * len(scaled)) // bins
     midpoints = (scaled[starts - 1] + scaled[starts]) / 2
     return ColumnCells(column, np.concatenate([[0.0], midpoints, [1.0]]), None)
-
-
-def scaled_codebook(column: EncodedColumn) -> np.ndarray:
-    """A coded column's codebook values scaled to [0, 1] with its bounds, as encoded."""
-    spec = column.spec
-    return (np.asarray(spec.values, dtype=float) - spec.min) / (spec.max - spec.min)
 
 
 def refinement(fine: ColumnCells, coarse: ColumnCells) -> np.ndarray | None:
@@ -157,7 +151,7 @@ def write_cells(
         low, high = cells.edges[in_bin], cells.edges[in_bin + 1]
         values = low + rng.random(n) * (high - low)
         if getattr(column.spec, "values", None) is not None:  # a codebook value of the cell
-            values = nearest_codebook_value(scaled_codebook(column), values)
+            values = nearest_codebook_value(scaled_codebook(column.spec), values)
     out[:, column.value_index] = np.where(missing, 0.0, values)
     if column.missing_index is not None:
         out[:, column.missing_index] = missing

@@ -316,7 +316,7 @@ class DPGAN(Generator):
         state.generator.eval()
         with torch.no_grad():
             rows = state.generator.sample(n, self.conditions(state.labels, n, generator), generator)
-        return rows[:, : self.encoder.width].double().numpy()
+        return self.encoder.snap_to_codebooks(rows[:, : self.encoder.width].double().numpy())
 
     def discriminator_of(self, state: GANState) -> Discriminator:
         from dprelease.generators.tabular_nets import DiscriminatorLogit
