@@ -113,6 +113,8 @@ def test_a_release_of_a_coded_column_verifies_and_an_off_codebook_value_fails(tm
     config = SyntheticConfig(epsilon=2.0, delta=1e-6, n_synthetic=2_000, seed=0)
     directory, _ = publish_table(tmp_path, _schema(AGES), config, _coded_table(1_000, seed=8))
     assert not failed(directory)
+    report = (directory / "report.md").read_text()
+    assert "Coded columns (`age`): the schema's codebook" in report
 
     def off_codebook(frame: pd.DataFrame) -> pd.DataFrame:
         frame.loc[0, "age"] = 20.0  # within the bounds, between two codes

@@ -115,6 +115,15 @@ def privacy_section(manifest: dict) -> list[str]:
     bounds = manifest.get("on_out_of_bounds")
     if bounds in ("clip", "reject"):
         lines.append(f"- Out-of-bounds numbers: {out_of_bounds_text(bounds, policy)}")
+    columns = manifest.get("schema", {}).get("columns", {})
+    coded = [name for name, spec in columns.items() if spec.get("values") is not None]
+    if coded and manifest.get("kind", "synthetic") == "synthetic":
+        names = ", ".join(f"`{name}`" for name in coded)
+        lines.append(
+            f"- Coded columns ({names}): the schema's codebook; a real value between two "
+            "codebook values counted as the nearer one (part of the mechanism, like clipping), "
+            "and every synthetic value is a codebook value."
+        )
     lines += ["", "Formal statement (as recorded in `manifest.json`):", ""]
     lines += [f"> {manifest['privacy_statement']}", ""]
     return lines
