@@ -63,7 +63,7 @@ def evaluation_flow(
     weights: list[str] | None = None,
     epsilons: list[float] | None = None,
     seeds: int = 10,
-    delta: float = 1e-5,
+    delta: float | None = None,
     n_synthetic: int | None = None,
     split_seed: int = 0,
     toy_figure: bool = True,
@@ -80,6 +80,7 @@ def evaluation_flow(
     )
     steps.check_directory(out_dir)
     schema, train, test = steps.load_split(input_path, schema_path, test_fraction, split_seed)
+    grid.preload()
     futures = [
         steps.cell.submit(train, test, schema, grid, generator, epsilon, seed)
         for generator, epsilon, seed in grid.cells()

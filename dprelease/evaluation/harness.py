@@ -64,12 +64,18 @@ class EvaluationGrid:
     weights: tuple[str, ...] = DEFAULT_WEIGHT_METHODS
     epsilons: tuple[float, ...] = (1.0, 6.0)
     seeds: int = 10
-    delta: float = 1e-5
+    delta: float | None = None  # None: each release's default from the schema's cap
     test_fraction: float = 0.2
     weights_fraction: float | None = None  # None: the release's default
     n_synthetic: int | None = None
     wst_rows: int = 2000
     generator_options: dict = field(default_factory=dict)
+
+    def preload(self) -> None:
+        """Import every chosen generator's lazily imported modules in this thread, before
+        the cells fit in several threads (`Generator.lazy_imports`)."""
+        for name in self.generators:
+            GENERATORS[name].preload()
 
     def cells(self) -> list[tuple[str, float, int]]:
         return [

@@ -135,8 +135,9 @@ def _box_plots(results: pd.DataFrame, out: Path) -> list[str]:
         figure, axes = plt.subplots(1, len(groups), figsize=(5 * len(groups), 4), squeeze=False)
         for axis, ((generator, epsilon), block) in zip(axes[0], groups, strict=True):
             methods = list(dict.fromkeys(block["weights"]))
-            data = [block.loc[block["weights"] == m, column].dropna().to_numpy() for m in methods]
-            axis.boxplot(data, tick_labels=methods)
+            data = [block.loc[block["weights"] == m, column].to_numpy(float) for m in methods]
+            # bounded weights have k-hat = -inf (PSIS left them unsmoothed): no box to draw
+            axis.boxplot([d[np.isfinite(d)] for d in data], tick_labels=methods)
             axis.set_title(f"{generator}, eps={epsilon:g}")
             axis.tick_params(axis="x", rotation=45)
         figure.suptitle(f"{title} (computed on real data: not for publication)")

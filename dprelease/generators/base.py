@@ -20,6 +20,7 @@ the same fit, since the noise is drawn once, on the summed counts.
 
 from __future__ import annotations
 
+import importlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Protocol
@@ -96,6 +97,16 @@ class Generator(ABC):
     zcdp_with_delta: ClassVar[bool] = False
     # Generators that train for many steps accept `progress=True` (a progress bar).
     shows_progress: ClassVar[bool] = False
+    # Modules the generator imports lazily, to import up front before several threads fit
+    # (`preload`): scikit-learn reads `sys.modules["polars"]` without the import lock, so a
+    # thread importing polars for OpenDP broke another thread's scikit-learn fit.
+    lazy_imports: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def preload(cls) -> None:
+        """Import the generator's lazily imported modules now (in the calling thread)."""
+        for module in cls.lazy_imports:
+            importlib.import_module(module)
 
     def __init__(self, encoder: Encoder, epsilon: float, delta: float) -> None:
         if not epsilon > 0:

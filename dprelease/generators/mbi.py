@@ -170,6 +170,7 @@ class _OpenDPMarginalGenerator(Generator):
     mechanism: ClassVar[str]
     shows_progress = True
     zcdp_with_delta = True
+    lazy_imports = ("polars", "opendp.prelude", "opendp.extras.mbi", "mbi.estimation")
 
     def __init__(
         self,
