@@ -144,6 +144,8 @@ def test_errors_that_need_no_data_are_one_line_before_prefect(table, tmp_path):
         one_clean_error(result, 2, message)
     result = run_cli("release", table, "--schema", schema, "--epsilon", "5", env=env)
     one_clean_error(result, 3, "refusing before reading the data")
+    result = run_cli("evaluate", table, "--schema", schema, "--epsilons", "1,5", env=env)
+    one_clean_error(result, 2, "--epsilons 5 exceeds the dataset's cap")
 
 
 # --- CLI through Prefect ------------------------------------------------------------------

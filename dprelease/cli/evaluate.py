@@ -10,6 +10,7 @@ import typer
 
 from dprelease.cli import support
 from dprelease.config import InputPolicy, SyntheticConfig, parse_config
+from dprelease.errors import InputError
 from dprelease.evaluation.harness import DEFAULT_WEIGHT_METHODS
 from dprelease.generators import GENERATORS
 from dprelease.io.stream import preflight
@@ -56,7 +57,15 @@ def evaluate(
     with support.expected_errors(verbose):
         for epsilon in epsilon_values:  # the settings every cell's release config will have
             parse_config(SyntheticConfig, epsilon=epsilon, n_synthetic=n_synthetic)
-        preflight(input_path, load_schema(schema), InputPolicy())
+        public = load_schema(schema)
+        above = [e for e in epsilon_values if e > public.budget.epsilon]
+        if above:  # each release must fit the cap on its own: say so before Prefect starts
+            raise InputError(
+                f"--epsilons {','.join(f'{e:g}' for e in above)} exceeds the dataset's cap "
+                f"epsilon={public.budget.epsilon:g}: no release may spend more than the cap; "
+                "pass --epsilons at most the cap"
+            )
+        preflight(input_path, public, InputPolicy())
     directory = support.run_flow(
         "flows.evaluate:run_evaluation",
         verbose=verbose,

@@ -35,7 +35,6 @@ D(x) = sigmoid(logit) = P(real | x).
 from __future__ import annotations
 
 import copy
-import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -291,32 +290,29 @@ def train_dpsgd(
     torch.set_num_threads(1)
     bar = stage_progress(plan.label, "step", enabled=plan.progress, total=plan.steps)
     try:
-        with warnings.catch_warnings():
-            # Opacus' hooks on D's first layer: the inputs (data) need no gradient.
-            warnings.filterwarnings("ignore", message="Full backward hook is firing")
-            generator.train()
-            d_model.train()
-            batches = _cycle(loader)
-            for _ in range(plan.steps):
-                # Discriminator: one DP-SGD step on [Poisson batch of real rows; fake rows].
-                (real_rows,) = next(batches)
-                with torch.no_grad():
-                    fake = generator.sample(n_fake, conditions(n_fake, fakes), fakes)
-                labels = torch.cat([torch.ones(len(real_rows)), torch.zeros(n_fake)])
-                d_optimizer.zero_grad(set_to_none=True)
-                bce_sum(d_model(torch.cat([real_rows, fake])).squeeze(-1), labels).backward()
-                d_optimizer.step()
-                # Generator: non-saturating loss through the (frozen, hook-free) D.
-                d_model.disable_hooks()
-                d_model.requires_grad_(False)
-                g_optimizer.zero_grad(set_to_none=True)
+        generator.train()
+        d_model.train()
+        batches = _cycle(loader)
+        for _ in range(plan.steps):
+            # Discriminator: one DP-SGD step on [Poisson batch of real rows; fake rows].
+            (real_rows,) = next(batches)
+            with torch.no_grad():
                 fake = generator.sample(n_fake, conditions(n_fake, fakes), fakes)
-                bce_mean(d_model(fake).squeeze(-1), torch.ones(n_fake)).backward()
-                g_optimizer.step()
-                average.update(generator)
-                d_model.requires_grad_(True)
-                d_model.enable_hooks()
-                bar.update()
+            labels = torch.cat([torch.ones(len(real_rows)), torch.zeros(n_fake)])
+            d_optimizer.zero_grad(set_to_none=True)
+            bce_sum(d_model(torch.cat([real_rows, fake])).squeeze(-1), labels).backward()
+            d_optimizer.step()
+            # Generator: non-saturating loss through the (frozen, hook-free) D.
+            d_model.disable_hooks()
+            d_model.requires_grad_(False)
+            g_optimizer.zero_grad(set_to_none=True)
+            fake = generator.sample(n_fake, conditions(n_fake, fakes), fakes)
+            bce_mean(d_model(fake).squeeze(-1), torch.ones(n_fake)).backward()
+            g_optimizer.step()
+            average.update(generator)
+            d_model.requires_grad_(True)
+            d_model.enable_hooks()
+            bar.update()
     finally:
         bar.close()
         torch.set_num_threads(threads)

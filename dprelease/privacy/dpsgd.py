@@ -20,11 +20,18 @@ secure mode (its floating-point-attack mitigation) instead.
 from __future__ import annotations
 
 import secrets
+import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dprelease.privacy.calibration import RDP_ORDERS
+
+# torch warns that Opacus' per-sample gradient hooks fire on a network whose inputs (the data)
+# need no gradient: expected here. A process-wide filter, because `warnings.catch_warnings`
+# is not thread-safe: the evaluation fits in two threads, and one thread's exit from the
+# context restored the filters under the other, which then printed the warning every step.
+warnings.filterwarnings("ignore", message="Full backward hook is firing", category=UserWarning)
 
 if TYPE_CHECKING:
     import torch

@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import math
 import secrets
-import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -285,10 +284,7 @@ def _fit_dp_mlp(real, synthetic, plan: Plan, noise: NoiseSource) -> tuple[np.nda
         make_optimizer=lambda parameters: torch.optim.Adam(parameters, lr=s.learning_rate),
         secure=noise.secure,
     )
-    with warnings.catch_warnings():
-        # torch warns that Opacus' backward hooks fire on a network without input gradients.
-        warnings.filterwarnings("ignore", message="Full backward hook is firing")
-        _train(training.model, training.optimizer, lambda: training.loader, cal.steps, "sum")
+    _train(training.model, training.optimizer, lambda: training.loader, cal.steps, "sum")
     training.model.remove_hooks()
     opacus_epsilon = training.verify(cal.noise_multiplier, cal.sample_rate, cal.steps, cal.delta)
     if opacus_epsilon > plan.record["epsilon_target"]:
