@@ -31,10 +31,8 @@ from dprelease.generators.domain import cell_index, public_cells, write_cells
 ROWS = 20_000
 
 
-def decoded_rows(table: fidelity_tables.Table, bins: int, seed: int) -> np.ndarray:
-    """Rows decoded from the training split's exact one-way shares at `bins`."""
-    encoder = Encoder(table.schema)
-    train = encoder.encode(table.train)
+def decoded_rows(encoder: Encoder, train: np.ndarray, bins: int, seed: int) -> np.ndarray:
+    """Rows decoded from the encoded training split's exact one-way shares at `bins`."""
     rng = np.random.default_rng(seed)
     out = np.zeros((ROWS, encoder.width))
     for column in encoder.columns:
@@ -65,7 +63,7 @@ def main() -> None:
             encoder = Encoder(table.schema)
             test = encoder.encode(table.test)
             rows = {"train": encoder.encode(table.train)}
-            rows |= {b: decoded_rows(table, b, seed) for b in args.bins}
+            rows |= {b: decoded_rows(encoder, rows["train"], b, seed) for b in args.bins}
             for (k, b), values in scores.items():
                 ones = np.ones(len(rows[b]))
                 values.append(mean_marginal_tvd(encoder, test, rows[b], ones, order=1, bins=k))
