@@ -256,8 +256,11 @@ def test_concurrent_releases_publish_exactly_what_the_cap_admits(
         )
         for _ in range(4)
     ]
-    codes = [process.wait(timeout=300) for process in processes]
-    assert sorted(codes) == [0, 0, 3, 3], [p.stderr.read()[-2000:] for p in processes]
+    outputs = [process.communicate(timeout=300) for process in processes]
+    codes = [process.returncode for process in processes]
+    report = "\n".join(f"--- exit {p.returncode}:\n{err[-3000:]}"
+                       for p, (_, err) in zip(processes, outputs, strict=True))  # fmt: skip
+    assert sorted(codes) == [0, 0, 3, 3], report
     summary = ledger_json(out)
     assert summary["spent"]["epsilon"] <= 2.0 + 1e-12
     assert len({entry["release_id"] for entry in summary["entries"]}) == 2
