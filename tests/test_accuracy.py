@@ -13,6 +13,7 @@ from dprelease.diagnostics.accuracy import (
     NOT_USABLE,
     USABLE,
     coarse_relations,
+    crowded_columns,
     expected_tvd,
     grade,
     verdict,
@@ -65,7 +66,10 @@ def test_the_demo_release_is_graded_poor():
     assert grade(columns)["grade"] == "poor"
 
 
-ROWS = {"n_synthetic": 20_000, "distinct": 20_000, "collapsed": False, "missing_categories": {}}
+ROWS = {
+    "n_synthetic": 20_000, "distinct": 20_000, "collapsed": False, "missing_categories": {},
+    "crowded_columns": {},
+}  # fmt: skip
 
 
 def test_verdict_is_usable_only_when_everything_holds():
@@ -123,3 +127,53 @@ def test_pgm_states_coarse_relations_on_few_rows_only(rows, coarse, seeded_noise
     relations = grade(fitted.measurements)["relations"]
     assert relations["coarse"] is coarse
     assert relations["related_columns"] >= 4
+
+
+def test_crowded_columns_are_numeric_columns_with_their_rows_in_a_few_wide_cells():
+    """Delays bounded by -120 and 1,440 minutes but mostly within an hour of 0: 90 % of the
+    rows in at most 8 of 64 cells (24.4 minutes each); a spread column, a column with one
+    cell per value and a categorical one are not crowded; missing values do not count."""
+    import pandas as pd
+
+    from dprelease.encoding import Encoder
+    from dprelease.schema import Schema
+
+    schema = Schema.model_validate({
+        "dataset": "t", "max_rows": 10_000, "budget": {"epsilon": 1.0, "delta": 1e-6},
+        "columns": {
+            "delay": {"type": "integer", "min": -120, "max": 1440, "nullable": True},
+            "spread": {"type": "continuous", "min": 0, "max": 100},
+            "few": {"type": "integer", "min": 0, "max": 5},
+            "kind": {"type": "categorical", "categories": ["a", "b"]},
+        },
+    })  # fmt: skip
+    encoder = Encoder(schema)
+    rng = np.random.default_rng(0)
+    n = 5_000
+    delay = np.clip(np.round(rng.normal(5, 20, n)), -120, 1440)
+    frame = pd.DataFrame({
+        "delay": pd.array(np.where(rng.random(n) < 0.3, None, delay), dtype="Int64"),
+        "spread": rng.uniform(0, 100, n), "few": rng.integers(0, 6, n),
+        "kind": rng.choice(["a", "b"], n),
+    })  # fmt: skip
+    encoded = encoder.encode(frame)
+    one_way = [Measurement(("delay",), 65, "gaussian", 1.0, n), Measurement(("spread",), 64,
+               "gaussian", 1.0, n), Measurement(("few",), 6, "gaussian", 1.0, n),
+               Measurement(("kind",), 2, "gaussian", 1.0, n)]  # fmt: skip
+    crowded = crowded_columns(encoder, encoded, one_way)
+    assert list(crowded) == ["delay"]
+    assert crowded["delay"]["cells"] == 64
+    assert 2 <= crowded["delay"]["cells_holding_90_percent"] <= 8
+    assert crowded["delay"]["widest_of_them"] == pytest.approx(1560 / 64)
+    # the same rows on 16 cells of 97.5 minutes: 90 % in one, still crowded (1 <= 2)
+    coarse = crowded_columns(encoder, encoded, [Measurement(("delay",), 17, "gaussian", 1.0, n)])
+    assert coarse["delay"]["cells_holding_90_percent"] == 1
+    # cells the schema cannot rebuild from their number (0-5 has 6 values) are left out
+    assert crowded_columns(encoder, encoded, [Measurement(("few",), 40, "gaussian", 1.0, n)]) == {}
+    judged = verdict(grade(one_way), {**ROWS, "crowded_columns": crowded}, "good", None)
+    assert judged["verdict"] == CAUTION
+    assert judged["reasons"] == [
+        "`delay`: 90 % of the synthetic rows lie in at most an eighth of the column's cells, "
+        "inside which values are uniform, so relations finer than a cell are lost; bounds "
+        "closer to where the rows are give finer cells there"
+    ]

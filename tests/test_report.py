@@ -330,3 +330,22 @@ def test_a_zcdp_release_says_why_its_allotments_add_up_to_more(tmp_path):
     assert f"sharing the release's ρ = {human(configuration['budget_split']['rho'])}" in text
     assert "The ledger records them as one entry." in text
     assert len(pd.read_parquet(directory / "ledger.parquet")) == 1
+
+
+def test_crowded_columns_are_named_with_their_cells(manifest):
+    """The release states which numeric columns keep their rows in a few wide cells
+    (`diagnostics.accuracy.crowded_columns`), and the report says what that loses."""
+    from dprelease.release.report.accuracy import usable_section
+
+    assert "crowded_columns" in manifest["accuracy"]["synthetic_rows"]
+    crowded = {"wage": {"cells": 64, "cells_holding_90_percent": 3, "widest_of_them": 312.5},
+               "hours": {"cells": 16, "cells_holding_90_percent": 2, "widest_of_them": 6.1}}
+    edited = json.loads(json.dumps(manifest))
+    edited["accuracy"]["synthetic_rows"]["crowded_columns"] = crowded
+    lines = usable_section(edited)
+    wage = next(line for line in lines if line.startswith("`wage`"))
+    assert wage.startswith("`wage`: 90 % of its synthetic rows lie in 3 of its 64 cells (up "
+                           "to 312 wide).")  # fmt: skip
+    assert wage.endswith("give finer cells there.")  # continuous: no `spacing` advice
+    hours = next(line for line in lines if line.startswith("`hours`"))  # an integer column
+    assert "`spacing: log` gives its low values cells of their own" in hours

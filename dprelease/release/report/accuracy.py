@@ -31,7 +31,7 @@ def usable_section(manifest: dict) -> list[str]:
         "",
         *_marginals_table(accuracy),
         *_relations_lines(accuracy["relations"]),
-        *_rows_lines(accuracy["synthetic_rows"]),
+        *_rows_lines(accuracy["synthetic_rows"], manifest["schema"]["columns"]),
     ]
     return lines
 
@@ -80,7 +80,7 @@ def _value(value: float | None) -> str:
     return "< 0.001" if value < 0.0005 else f"{value:.3f}"
 
 
-def _rows_lines(rows: dict) -> list[str]:
+def _rows_lines(rows: dict, schema_columns: dict) -> list[str]:
     lines = [f"Synthetic rows: {rows['n_synthetic']:,}, of which {rows['distinct']:,} distinct."]
     if rows["collapsed"]:
         lines.append(
@@ -91,4 +91,17 @@ def _rows_lines(rows: dict) -> list[str]:
     for column, categories in rows["missing_categories"].items():
         shown = ", ".join(f"`{c}`" for c in categories)
         lines.append(f"No synthetic row has `{column}` = {shown}.")
+    for column, crowded in rows.get("crowded_columns", {}).items():
+        spec = schema_columns.get(column, {})
+        count = spec.get("type") == "integer" and spec.get("spacing") != "log"
+        lines.append(
+            f"`{column}`: 90 % of its synthetic rows lie in {crowded['cells_holding_90_percent']}"
+            f" of its {crowded['cells']} cells (up to {crowded['widest_of_them']:.3g} wide). "
+            "Inside a cell synthetic values are uniform: relations with other columns finer "
+            "than a cell are lost, and so is the column's own shape there. Bounds in the "
+            "schema closer to where the rows are (values beyond them are clipped) give finer "
+            "cells there"
+            + (" (for a count near `min`, `spacing: log` gives its low values cells of their "
+               "own)." if count else ".")  # fmt: skip
+        )
     return [*lines, ""]
