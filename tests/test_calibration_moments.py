@@ -247,3 +247,23 @@ def test_held_margin_indicators_mark_each_rows_kept_cells():
     np.testing.assert_allclose(held.apply(u), expected @ u)
     np.testing.assert_allclose(held.column_sums(weights), expected.T @ weights)
     np.testing.assert_allclose(held.gram(weights), expected.T @ (weights[:, None] * expected))
+
+
+def test_the_moment_matrix_is_the_same_built_in_chunks(monkeypatch):
+    """`TargetMoments.matrix` builds its rows `CHUNK_ROWS` at a time; the result is the whole
+    matrix's (a numeric and a categorical target, one row past a chunk boundary)."""
+    from scipy import sparse
+
+    import dprelease.weights.target_moments as target_moments
+
+    rng = np.random.default_rng(1)
+    for encoder, rows in ((NUMERIC, _numeric_rows(301, rng)),
+                          (CATEGORICAL, _categorical_rows(301, 0.7, rng))):  # fmt: skip
+        moments = TargetMoments(encoder, 0.7)
+        whole = moments.matrix(rows).toarray()
+        monkeypatch.setattr(target_moments, "CHUNK_ROWS", 100)
+        chunked = moments.matrix(rows)
+        monkeypatch.setattr(target_moments, "CHUNK_ROWS", 50_000)
+        assert chunked.shape == whole.shape and isinstance(chunked, sparse.csr_array)
+        np.testing.assert_array_equal(chunked.toarray(), whole)
+        assert np.abs(whole).sum() > 0

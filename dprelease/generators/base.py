@@ -70,11 +70,16 @@ class FittedGenerator:
     def sample(
         self, n: int, rng: np.random.Generator, *, batch_rows: int = SAMPLE_BATCH_ROWS
     ) -> np.ndarray:
-        """Draw n encoded rows in batches of at most `batch_rows`."""
+        """Draw n encoded rows in batches of at most `batch_rows`, each written into the
+        output as it is drawn (concatenating the batches held every row twice: 1.8 GB at the
+        peak of 400,000 rows of 134 encoded columns, issue 18)."""
         if n < 1:
             raise ValueError("the number of synthetic rows must be at least 1")
-        sizes = [min(batch_rows, n - start) for start in range(0, n, batch_rows)]
-        return np.concatenate([self.generator._sample(self.state, m, rng) for m in sizes], axis=0)
+        out = np.empty((n, self.generator.encoder.width))
+        for start in range(0, n, batch_rows):
+            stop = min(n, start + batch_rows)
+            out[start:stop] = self.generator._sample(self.state, stop - start, rng)
+        return out
 
     @property
     def discriminator(self) -> Discriminator | None:
