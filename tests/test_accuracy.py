@@ -145,6 +145,7 @@ def test_crowded_columns_are_numeric_columns_with_their_rows_in_a_few_wide_cells
             "spread": {"type": "continuous", "min": 0, "max": 100},
             "few": {"type": "integer", "min": 0, "max": 5},
             "kind": {"type": "categorical", "categories": ["a", "b"]},
+            "visits": {"type": "integer", "min": 0, "max": 200},
         },
     })  # fmt: skip
     encoder = Encoder(schema)
@@ -154,7 +155,7 @@ def test_crowded_columns_are_numeric_columns_with_their_rows_in_a_few_wide_cells
     frame = pd.DataFrame({
         "delay": pd.array(np.where(rng.random(n) < 0.3, None, delay), dtype="Int64"),
         "spread": rng.uniform(0, 100, n), "few": rng.integers(0, 6, n),
-        "kind": rng.choice(["a", "b"], n),
+        "kind": rng.choice(["a", "b"], n), "visits": rng.geometric(0.5, n) - 1,
     })  # fmt: skip
     encoded = encoder.encode(frame)
     one_way = [Measurement(("delay",), 65, "gaussian", 1.0, n), Measurement(("spread",), 64,
@@ -165,6 +166,10 @@ def test_crowded_columns_are_numeric_columns_with_their_rows_in_a_few_wide_cells
     assert crowded["delay"]["cells"] == 64
     assert 2 <= crowded["delay"]["cells_holding_90_percent"] <= 8
     assert crowded["delay"]["widest_of_them"] == pytest.approx(1560 / 64)
+    assert crowded["delay"]["lowest_cell_among_them"] is False  # around 5 minutes, not -120
+    visits = crowded_columns(encoder, encoded, [Measurement(("visits",), 16, "gaussian", 1.0, n)])
+    assert visits["visits"]["cells_holding_90_percent"] == 1  # 0-12 in the first cell
+    assert visits["visits"]["lowest_cell_among_them"] is True
     # the same rows on 16 cells of 97.5 minutes: 90 % in one, still crowded (1 <= 2)
     coarse = crowded_columns(encoder, encoded, [Measurement(("delay",), 17, "gaussian", 1.0, n)])
     assert coarse["delay"]["cells_holding_90_percent"] == 1

@@ -338,8 +338,14 @@ def test_crowded_columns_are_named_with_their_cells(manifest):
     from dprelease.release.report.accuracy import usable_section
 
     assert "crowded_columns" in manifest["accuracy"]["synthetic_rows"]
-    crowded = {"wage": {"cells": 64, "cells_holding_90_percent": 3, "widest_of_them": 312.5},
-               "hours": {"cells": 16, "cells_holding_90_percent": 2, "widest_of_them": 6.1}}
+    crowded = {
+        "wage": {"cells": 64, "cells_holding_90_percent": 3, "widest_of_them": 312.5,
+                 "lowest_cell_among_them": True},
+        "hours": {"cells": 16, "cells_holding_90_percent": 2, "widest_of_them": 6.1,
+                  "lowest_cell_among_them": True},
+        "age": {"cells": 16, "cells_holding_90_percent": 2, "widest_of_them": 4.6,
+                "lowest_cell_among_them": False},
+    }  # fmt: skip
     edited = json.loads(json.dumps(manifest))
     edited["accuracy"]["synthetic_rows"]["crowded_columns"] = crowded
     lines = usable_section(edited)
@@ -347,5 +353,7 @@ def test_crowded_columns_are_named_with_their_cells(manifest):
     assert wage.startswith("`wage`: 90 % of its synthetic rows lie in 3 of its 64 cells (up "
                            "to 312 wide).")  # fmt: skip
     assert wage.endswith("give finer cells there.")  # continuous: no `spacing` advice
-    hours = next(line for line in lines if line.startswith("`hours`"))  # an integer column
-    assert "`spacing: log` gives its low values cells of their own" in hours
+    hours = next(line for line in lines if line.startswith("`hours`"))  # integers near min
+    assert "`spacing: log`, which gives its low values cells of their own" in hours
+    age = next(line for line in lines if line.startswith("`age`"))  # integers, not near min
+    assert "spacing" not in age and age.endswith("give finer cells there.")

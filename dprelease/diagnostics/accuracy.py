@@ -170,7 +170,8 @@ def crowded_columns(
 ) -> dict[str, dict]:
     """The crowded numeric columns (module docstring): for each, its cells, how few of them
     hold `CROWDED_SHARE` of the synthetic rows with a value, and the widest of those cells in
-    the column's units. `synthetic`: the encoded synthetic rows; the cells are those of each
+    the column's units, and whether the cell at `min` is one of them. `synthetic`: the
+    encoded synthetic rows; the cells are those of each
     column's one-way measurement (columns whose cells cannot be rebuilt from the schema and
     their number, or with one cell per value, are left out)."""
     columns = {column.name: column for column in encoder.columns}
@@ -192,7 +193,8 @@ def crowded_columns(
             span = float(column.spec.max - column.spec.min)
             widest = float(np.max(np.diff(cells.edges)[order[:held]])) * span
             out[column.name] = {"cells": value_cells, "cells_holding_90_percent": held,
-                                "widest_of_them": widest}  # fmt: skip
+                                "widest_of_them": widest,
+                                "lowest_cell_among_them": bool(0 in order[:held])}  # fmt: skip
     return out
 
 

@@ -93,7 +93,8 @@ def _rows_lines(rows: dict, schema_columns: dict) -> list[str]:
         lines.append(f"No synthetic row has `{column}` = {shown}.")
     for column, crowded in rows.get("crowded_columns", {}).items():
         spec = schema_columns.get(column, {})
-        count = spec.get("type") == "integer" and spec.get("spacing") != "log"
+        count = (spec.get("type") == "integer" and spec.get("spacing") != "log"
+                 and crowded.get("lowest_cell_among_them", False))  # fmt: skip
         lines.append(
             f"`{column}`: 90 % of its synthetic rows lie in {crowded['cells_holding_90_percent']}"
             f" of its {crowded['cells']} cells (up to {crowded['widest_of_them']:.3g} wide). "
@@ -101,7 +102,7 @@ def _rows_lines(rows: dict, schema_columns: dict) -> list[str]:
             "than a cell are lost, and so is the column's own shape there. Bounds in the "
             "schema closer to where the rows are (values beyond them are clipped) give finer "
             "cells there"
-            + (" (for a count near `min`, `spacing: log` gives its low values cells of their "
-               "own)." if count else ".")  # fmt: skip
+            + (" (or, as its rows sit near `min`, `spacing: log`, which gives its low values "
+               "cells of their own)." if count else ".")  # fmt: skip
         )
     return [*lines, ""]
