@@ -64,13 +64,16 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from statistics import median
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from dprelease.generators.base import Measurement
 from dprelease.generators.domain import cell_index, public_cells
+
+if TYPE_CHECKING:
+    from dprelease.encoding import Encoder
 
 GOOD_TVD = 0.05
 FAIR_TVD = 0.15
@@ -166,14 +169,14 @@ def collapse(synthetic: pd.DataFrame, columns: dict) -> dict:
 
 
 def crowded_columns(
-    encoder: Any, synthetic: np.ndarray, measurements: Sequence[Measurement]
+    encoder: Encoder, synthetic: np.ndarray, measurements: Sequence[Measurement]
 ) -> dict[str, dict]:
     """The crowded numeric columns (module docstring): for each, its cells, how few of them
-    hold `CROWDED_SHARE` of the synthetic rows with a value, and the widest of those cells in
-    the column's units, and whether the cell at `min` is one of them. `synthetic`: the
-    encoded synthetic rows; the cells are those of each
-    column's one-way measurement (columns whose cells cannot be rebuilt from the schema and
-    their number, or with one cell per value, are left out)."""
+    hold `CROWDED_SHARE` of the synthetic rows with a value, the widest of those cells in the
+    column's units, and whether the cell at `min` is one of them. `synthetic`: the encoded
+    synthetic rows. The cells are those of each column's one-way measurement; columns whose
+    cells cannot be rebuilt from the schema and their number, or with one cell per value,
+    are left out."""
     columns = {column.name: column for column in encoder.columns}
     out = {}
     for m in measurements:

@@ -80,13 +80,13 @@ class TargetMoments:
         """t(x) for every row (rows x size), level-major: [y_1 z, y_2 z, ...]; built
         `CHUNK_ROWS` rows at a time (the dense products of 400,000 rows of a 105-level
         column took 420 MB at once, issue 18)."""
-        chunks = [self._dense(x[start : start + CHUNK_ROWS])
+        chunks = [self._chunk(x[start : start + CHUNK_ROWS])
                   for start in range(0, max(len(x), 1), CHUNK_ROWS)]  # fmt: skip
         if len(chunks) == 1:
             return chunks[0]
         return sparse.vstack(chunks, format="csr")
 
-    def _dense(self, x: np.ndarray) -> sparse.csr_array:
+    def _chunk(self, x: np.ndarray) -> sparse.csr_array:
         y, z = self._y(x), x[:, self.features]
         dense = (self.scale * y[:, :, None] * z[:, None, :]).reshape(x.shape[0], self.size)
         return sparse.csr_array(dense)
