@@ -97,8 +97,11 @@ class Encoder:
             values = table[column.name]
             missing = values.isna().to_numpy()
             if column.is_categorical:
+                # int64: pandas' codes are int8 up to 127 categories, and int8 + start wraps
+                # past 127 (a 105-level column from position 26 put its last three levels
+                # into another column's slot; numpy 2 keeps the int8 of the array).
                 codes = pd.Categorical(values, categories=column.spec.categories).codes
-                codes = np.where(missing, len(column.spec.categories), codes)
+                codes = np.where(missing, len(column.spec.categories), codes.astype(np.int64))
                 if (codes < 0).any():
                     raise ValueError(f"column {column.name!r} has values outside its categories")
                 matrix[np.arange(len(table)), column.start + codes] = 1.0

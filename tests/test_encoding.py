@@ -103,3 +103,28 @@ def test_encode_refuses_values_the_schema_does_not_allow():
 def test_decode_checks_the_width():
     with pytest.raises(ValueError, match="9 columns"):
         Encoder(SCHEMA).decode(np.zeros((2, 4)))
+
+
+@pytest.mark.parametrize("before", [26, 140])
+def test_one_hot_lands_in_its_column_past_the_127th_encoded_column(before):
+    """pandas' category codes are int8 up to 127 levels; added to a column's start they
+    wrapped past 127 (NYC flights: the last three of 105 destinations, from position 26,
+    were written into another column's slot and their rows counted nowhere), and a
+    categorical column starting past 127 raised OverflowError."""
+    levels = [f"d{i:03d}" for i in range(105)]
+    columns = {f"x{i}": {"type": "continuous", "min": 0, "max": 1} for i in range(before)}
+    columns["dest"] = {"type": "categorical", "categories": levels, "nullable": True}
+    schema = Schema.model_validate(
+        {"dataset": "wide", "budget": {"epsilon": 1, "delta": 0}, "columns": columns}
+    )
+    encoder = Encoder(schema)
+    table = pd.DataFrame({f"x{i}": np.full(106, 0.5) for i in range(before)})
+    table["dest"] = pd.Series([*levels, None], dtype="object")
+    encoded = encoder.encode(table)
+    dest = encoder.columns[-1]
+    assert dest.start == before
+    np.testing.assert_array_equal(encoded[:, dest.start : dest.stop], np.eye(106))
+    np.testing.assert_array_equal(encoded[:, :before], 0.5)  # no one-hot spilled into them
+    decoded = encoder.decode(encoded)
+    assert decoded["dest"].astype(object).iloc[:105].tolist() == levels
+    assert pd.isna(decoded["dest"].iloc[105])
