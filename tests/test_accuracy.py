@@ -12,8 +12,9 @@ from dprelease.diagnostics.accuracy import (
     CAUTION,
     NOT_USABLE,
     USABLE,
+    cell_crowding,
     coarse_relations,
-    crowded_columns,
+    crowded,
     expected_tvd,
     grade,
     verdict,
@@ -68,7 +69,7 @@ def test_the_demo_release_is_graded_poor():
 
 ROWS = {
     "n_synthetic": 20_000, "distinct": 20_000, "collapsed": False, "missing_categories": {},
-    "crowded_columns": {},
+    "cell_crowding": {},
 }  # fmt: skip
 
 
@@ -161,21 +162,30 @@ def test_crowded_columns_are_numeric_columns_with_their_rows_in_a_few_wide_cells
     one_way = [Measurement(("delay",), 65, "gaussian", 1.0, n), Measurement(("spread",), 64,
                "gaussian", 1.0, n), Measurement(("few",), 6, "gaussian", 1.0, n),
                Measurement(("kind",), 2, "gaussian", 1.0, n)]  # fmt: skip
-    crowded = crowded_columns(encoder, encoded, one_way)
-    assert list(crowded) == ["delay"]
-    assert crowded["delay"]["cells"] == 64
-    assert 2 <= crowded["delay"]["cells_holding_90_percent"] <= 8
-    assert crowded["delay"]["widest_of_them"] == pytest.approx(1560 / 64)
-    assert crowded["delay"]["lowest_cell_among_them"] is False  # around 5 minutes, not -120
-    visits = crowded_columns(encoder, encoded, [Measurement(("visits",), 16, "gaussian", 1.0, n)])
+    crowding = cell_crowding(encoder, encoded, one_way)
+    assert list(crowding) == ["delay", "spread"]  # numeric columns with wide cells only
+    assert all(set(r) == set(crowding["delay"]) for r in crowding.values())  # the same keys
+    assert crowded({"cell_crowding": crowding}) == ["delay"]
+    delay = crowding["delay"]
+    assert delay["cells"] == 64 and 2 <= delay["cells_holding_90_percent"] <= 8
+    assert delay["widest_of_them"] == pytest.approx(1560 / 64)
+    assert delay["lowest_cell_among_them"] is False  # around 5 minutes, not -120
+    assert crowding["spread"]["cells_holding_90_percent"] >= 50  # 90 % of 64 cells
+    visits = cell_crowding(encoder, encoded, [Measurement(("visits",), 16, "gaussian", 1.0, n)])
     assert visits["visits"]["cells_holding_90_percent"] == 1  # 0-12 in the first cell
-    assert visits["visits"]["lowest_cell_among_them"] is True
+    assert visits["visits"]["lowest_cell_among_them"] and visits["visits"]["crowded"]
     # the same rows on 16 cells of 97.5 minutes: 90 % in one, still crowded (1 <= 2)
-    coarse = crowded_columns(encoder, encoded, [Measurement(("delay",), 17, "gaussian", 1.0, n)])
-    assert coarse["delay"]["cells_holding_90_percent"] == 1
+    coarse = cell_crowding(encoder, encoded, [Measurement(("delay",), 17, "gaussian", 1.0, n)])
+    assert coarse["delay"]["cells_holding_90_percent"] == 1 and coarse["delay"]["crowded"]
     # cells the schema cannot rebuild from their number (0-5 has 6 values) are left out
-    assert crowded_columns(encoder, encoded, [Measurement(("few",), 40, "gaussian", 1.0, n)]) == {}
-    judged = verdict(grade(one_way), {**ROWS, "crowded_columns": crowded}, "good", None)
+    assert cell_crowding(encoder, encoded, [Measurement(("few",), 40, "gaussian", 1.0, n)]) == {}
+    # a column with no value in the synthetic rows: the same keys, not crowded
+    empty = encoded.copy()
+    empty[:, encoder.columns[0].missing_index] = 1.0
+    none = cell_crowding(encoder, empty, one_way[:1])["delay"]
+    assert set(none) == set(delay) and none["cells_holding_90_percent"] == 0
+    assert not none["crowded"]
+    judged = verdict(grade(one_way), {**ROWS, "cell_crowding": crowding}, "good", None)
     assert judged["verdict"] == CAUTION
     assert judged["reasons"] == [
         "`delay`: 90 % of the synthetic rows lie in at most an eighth of the column's cells, "

@@ -333,21 +333,24 @@ def test_a_zcdp_release_says_why_its_allotments_add_up_to_more(tmp_path):
 
 
 def test_crowded_columns_are_named_with_their_cells(manifest):
-    """The release states which numeric columns keep their rows in a few wide cells
-    (`diagnostics.accuracy.crowded_columns`), and the report says what that loses."""
+    """The release states how its synthetic rows fill each numeric column's cells
+    (`diagnostics.accuracy.cell_crowding`), and the report names the crowded ones and says
+    what that loses."""
     from dprelease.release.report.accuracy import usable_section
 
-    assert "crowded_columns" in manifest["accuracy"]["synthetic_rows"]
-    crowded = {
-        "wage": {"cells": 64, "cells_holding_90_percent": 3, "widest_of_them": 312.5,
-                 "lowest_cell_among_them": True},
-        "hours": {"cells": 16, "cells_holding_90_percent": 2, "widest_of_them": 6.1,
-                  "lowest_cell_among_them": True},
-        "age": {"cells": 16, "cells_holding_90_percent": 2, "widest_of_them": 4.6,
-                "lowest_cell_among_them": False},
-    }  # fmt: skip
+    crowding = manifest["accuracy"]["synthetic_rows"]["cell_crowding"]
+    assert {"wage", "capital_gain"} <= set(crowding)  # every numeric column with wide cells
+
+    def record(held: int, widest: float, lowest: bool, is_crowded: bool = True) -> dict:
+        return {"cells": 64 if held == 3 else 16, "cells_holding_90_percent": held,
+                "widest_of_them": widest, "lowest_cell_among_them": lowest,
+                "crowded": is_crowded}  # fmt: skip
+
     edited = json.loads(json.dumps(manifest))
-    edited["accuracy"]["synthetic_rows"]["crowded_columns"] = crowded
+    edited["accuracy"]["synthetic_rows"]["cell_crowding"] = {
+        "wage": record(3, 312.5, True), "hours": record(2, 6.1, True),
+        "age": record(2, 4.6, False), "education": record(9, 1.3, False, is_crowded=False),
+    }  # fmt: skip
     lines = usable_section(edited)
     wage = next(line for line in lines if line.startswith("`wage`"))
     assert wage.startswith("`wage`: 90 % of its synthetic rows lie in 3 of its 64 cells (up "
@@ -357,3 +360,4 @@ def test_crowded_columns_are_named_with_their_cells(manifest):
     assert "`spacing: log`, which gives its low values cells of their own" in hours
     age = next(line for line in lines if line.startswith("`age`"))  # integers, not near min
     assert "spacing" not in age and age.endswith("give finer cells there.")
+    assert not any(line.startswith("`education`") for line in lines)  # not crowded

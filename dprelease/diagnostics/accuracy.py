@@ -43,7 +43,7 @@ distinct rows than `COLLAPSE_FRACTION` (1 %) of what the release could hold (its
 or the size of the schema's public domain when smaller). Categories of the schema that no
 synthetic row has are listed (the generator may have lost them).
 
-Crowded cells (`crowded_columns`). The grade says nothing about how wide the cells are where
+Crowded cells (`cell_crowding`). The grade says nothing about how wide the cells are where
 the rows are: a column whose public bounds are far wider than its rows keeps them in a few
 of its equal-width cells, inside which synthetic values are drawn uniformly, so every
 relation at a finer scale is lost whatever the noise (NYC flights 2013, 336,776 rows,
@@ -168,15 +168,16 @@ def collapse(synthetic: pd.DataFrame, columns: dict) -> dict:
     }
 
 
-def crowded_columns(
+def cell_crowding(
     encoder: Encoder, synthetic: np.ndarray, measurements: Sequence[Measurement]
 ) -> dict[str, dict]:
-    """The crowded numeric columns (module docstring): for each, its cells, how few of them
-    hold `CROWDED_SHARE` of the synthetic rows with a value, the widest of those cells in the
-    column's units, and whether the cell at `min` is one of them. `synthetic`: the encoded
-    synthetic rows. The cells are those of each column's one-way measurement; columns whose
-    cells cannot be rebuilt from the schema and their number, or with one cell per value,
-    are left out."""
+    """How the synthetic rows fill each numeric column's cells (module docstring): its cells,
+    how few of them hold `CROWDED_SHARE` of the rows with a value, the widest of those in the
+    column's units, whether the cell at `min` is one of them, and whether the column is
+    `crowded`. Every examined column gets the same keys whatever the DP outcome (a manifest's
+    structure must not depend on it). `synthetic`: the encoded synthetic rows. The cells are
+    those of each column's one-way measurement; columns whose cells cannot be rebuilt from
+    the schema and their number, or with one cell per value, are left out."""
     columns = {column.name: column for column in encoder.columns}
     out = {}
     for m in measurements:
@@ -188,17 +189,24 @@ def crowded_columns(
         if cells.size != m.cells or cells.points is not None or value_cells < 1 / CROWDED_FRACTION:
             continue
         counts = np.bincount(cell_index(cells, synthetic), minlength=cells.size)[:value_cells]
-        if counts.sum() == 0:
-            continue
         order = np.argsort(counts)[::-1]
         held = int(np.searchsorted(np.cumsum(counts[order]), CROWDED_SHARE * counts.sum())) + 1
-        if held <= CROWDED_FRACTION * value_cells:
-            span = float(column.spec.max - column.spec.min)
-            widest = float(np.max(np.diff(cells.edges)[order[:held]])) * span
-            out[column.name] = {"cells": value_cells, "cells_holding_90_percent": held,
-                                "widest_of_them": widest,
-                                "lowest_cell_among_them": bool(0 in order[:held])}  # fmt: skip
+        held = held if counts.sum() > 0 else 0
+        span = float(column.spec.max - column.spec.min)
+        widths = np.diff(cells.edges)[order[:held]] * span
+        out[column.name] = {
+            "cells": value_cells,
+            "cells_holding_90_percent": held,
+            "widest_of_them": float(widths.max()) if held else 0.0,
+            "lowest_cell_among_them": bool(0 in order[:held]),
+            "crowded": 0 < held <= CROWDED_FRACTION * value_cells,
+        }
     return out
+
+
+def crowded(rows: dict) -> list[str]:
+    """The crowded columns of a release's `synthetic_rows` record (`cell_crowding`)."""
+    return [name for name, record in rows.get("cell_crowding", {}).items() if record["crowded"]]
 
 
 def public_domain_size(columns: dict) -> float:
@@ -246,8 +254,8 @@ def verdict(accuracy: dict, rows: dict, weights_verdict: str, weights_chi2: floa
         )
     if rows["missing_categories"]:
         caution.append("some categories have no synthetic row")
-    if rows["crowded_columns"]:
-        shown = ", ".join(f"`{name}`" for name in rows["crowded_columns"])
+    if crowded(rows):
+        shown = ", ".join(f"`{name}`" for name in crowded(rows))
         caution.append(
             f"{shown}: 90 % of the synthetic rows lie in at most an eighth of the column's "
             "cells, inside which values are uniform, so relations finer than a cell are lost; "

@@ -30,7 +30,7 @@ import numpy as np
 
 from dprelease import weights as weight_methods
 from dprelease.diagnostics import PsisResult, diagnose_weights, require_reliable
-from dprelease.diagnostics.accuracy import collapse, crowded_columns, grade, verdict
+from dprelease.diagnostics.accuracy import cell_crowding, collapse, grade, verdict
 from dprelease.diagnostics.psis import normalised_weights
 from dprelease.generators.base import CountsGenerator, FittedGenerator, Measurement
 from dprelease.io.stream import Scan, StreamingInput, load_validated
@@ -160,9 +160,7 @@ def synthetic_bundle(
     weights = normalised_weights(diagnostics.log_weights)
     accuracy = grade(outcome.measurements)
     rows = collapse(synthetic, plan.schema.public_dict()["columns"])
-    rows["crowded_columns"] = crowded_columns(
-        plan.encoder, outcome.synthetic, outcome.measurements
-    )
+    rows["cell_crowding"] = cell_crowding(plan.encoder, outcome.synthetic, outcome.measurements)
     chi2 = (outcome.estimate.details.get("calibration") or {}).get("chi2_weighted_per_df")
     judged = verdict(accuracy, rows, diagnostics.verdict, chi2)
     table = synthetic.assign(

@@ -4,7 +4,7 @@ the manifest only (DP outputs and public quantities)."""
 
 from __future__ import annotations
 
-from dprelease.diagnostics.accuracy import FAIR_TVD, GOOD_TVD, USABLE
+from dprelease.diagnostics.accuracy import FAIR_TVD, GOOD_TVD, USABLE, crowded
 
 SHOWN_MARGINALS = 12
 GRADE_TEXT = {
@@ -91,13 +91,13 @@ def _rows_lines(rows: dict, schema_columns: dict) -> list[str]:
     for column, categories in rows["missing_categories"].items():
         shown = ", ".join(f"`{c}`" for c in categories)
         lines.append(f"No synthetic row has `{column}` = {shown}.")
-    for column, crowded in rows.get("crowded_columns", {}).items():
-        spec = schema_columns.get(column, {})
+    for column in crowded(rows):
+        record, spec = rows["cell_crowding"][column], schema_columns.get(column, {})
         count = (spec.get("type") == "integer" and spec.get("spacing") != "log"
-                 and crowded.get("lowest_cell_among_them", False))  # fmt: skip
+                 and record["lowest_cell_among_them"])  # fmt: skip
         lines.append(
-            f"`{column}`: 90 % of its synthetic rows lie in {crowded['cells_holding_90_percent']}"
-            f" of its {crowded['cells']} cells (up to {crowded['widest_of_them']:.3g} wide). "
+            f"`{column}`: 90 % of its synthetic rows lie in {record['cells_holding_90_percent']}"
+            f" of its {record['cells']} cells (up to {record['widest_of_them']:.3g} wide). "
             "Inside a cell synthetic values are uniform: relations with other columns finer "
             "than a cell are lost, and so is the column's own shape there. Bounds in the "
             "schema closer to where the rows are (values beyond them are clipped) give finer "
