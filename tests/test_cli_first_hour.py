@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pandas as pd
@@ -131,17 +132,21 @@ def test_errors_that_need_no_data_are_one_line_before_prefect(table, tmp_path):
     # No Prefect server is reachable at this address: a run that tried to start a flow
     # would fail with another message (and a traceback).
     env = {"PREFECT_API_URL": "http://127.0.0.1:9/api"}
+    release = ("release", "--epsilon", "1")
     cases = [
-        ((tmp_path / "missing.csv", "--schema", schema), "input file not found"),
-        ((latin1, "--schema", schema), "not UTF-8"),
-        ((extra, "--schema", schema), "columns not in the schema: ssn"),
-        ((table, "--schema", broken_schema), "invalid schema"),
-        ((table, "--schema", schema, "--generator", "nope"), "unknown generator"),
-        ((table, "--schema", schema, "--weights", "logreg"), "not differentially private"),
-    ]
-    for args, message in cases:
-        result = run_cli("release", *args, "--epsilon", "1", env=env)
-        one_clean_error(result, 2, message)
+        ((*release, tmp_path / "missing.csv", "--schema", schema), 2, "input file not found"),
+        ((*release, latin1, "--schema", schema), 2, "not UTF-8"),
+        ((*release, extra, "--schema", schema), 2, "columns not in the schema: ssn"),
+        ((*release, table, "--schema", broken_schema), 2, "invalid schema"),
+        ((*release, table, "--schema", schema, "--generator", "nope"), 2, "unknown generator"),
+        ((*release, table, "--schema", schema, "--weights", "logreg"), 2,
+         "not differentially private"),
+    ]  # fmt: skip
+    # Refused before the ledger is opened, so independent: two processes at a time.
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(lambda case: run_cli(*case[0], env=env), cases))
+    for (_, code, message), result in zip(cases, results, strict=True):
+        one_clean_error(result, code, message)
     result = run_cli("release", table, "--schema", schema, "--epsilon", "5", env=env)
     one_clean_error(result, 3, "refusing before reading the data")
     result = run_cli("evaluate", table, "--schema", schema, "--epsilons", "1,5", env=env)
