@@ -190,10 +190,10 @@ def cell_crowding(
             continue
         counts = np.bincount(cell_index(cells, synthetic), minlength=cells.size)[:value_cells]
         order = np.argsort(counts)[::-1]
-        held = int(np.searchsorted(np.cumsum(counts[order]), CROWDED_SHARE * counts.sum())) + 1
-        held = held if counts.sum() > 0 else 0
-        span = float(column.spec.max - column.spec.min)
-        widths = np.diff(cells.edges)[order[:held]] * span
+        total = counts.sum()
+        held = int(np.searchsorted(np.cumsum(counts[order]), CROWDED_SHARE * total)) + 1
+        held = held if total else 0  # no value in the synthetic rows: nothing crowds
+        widths = np.diff(cells.edges)[order[:held]] * float(column.spec.max - column.spec.min)
         out[column.name] = {
             "cells": value_cells,
             "cells_holding_90_percent": held,
@@ -254,8 +254,8 @@ def verdict(accuracy: dict, rows: dict, weights_verdict: str, weights_chi2: floa
         )
     if rows["missing_categories"]:
         caution.append("some categories have no synthetic row")
-    if crowded(rows):
-        shown = ", ".join(f"`{name}`" for name in crowded(rows))
+    if names := crowded(rows):
+        shown = ", ".join(f"`{name}`" for name in names)
         caution.append(
             f"{shown}: 90 % of the synthetic rows lie in at most an eighth of the column's "
             "cells, inside which values are uniform, so relations finer than a cell are lost; "
