@@ -41,8 +41,18 @@ def seeded_noise():
 
 @pytest.fixture(scope="session")
 def prefect_server():
-    """One temporary Prefect server for the whole session; yields its API URL."""
+    """One temporary Prefect server for the whole session; yields its API URL. Its database
+    is a fresh PostgreSQL database when DPRELEASE_TEST_POSTGRES_URL names a server (CI), so
+    that concurrent flow runs never meet SQLite's single writer (`prefect_postgres`);
+    otherwise Prefect's own SQLite test harness."""
     os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
+    postgres = os.environ.get("DPRELEASE_TEST_POSTGRES_URL")
+    if postgres:
+        from prefect_postgres import prefect_server_on_postgres
+
+        with prefect_server_on_postgres(postgres) as api_url:
+            yield api_url
+        return
     from prefect.settings import PREFECT_API_URL
     from prefect.testing.utilities import prefect_test_harness
 

@@ -9,7 +9,6 @@ waits) and asserts that the scheduler service creates runs for every deployment.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -18,17 +17,12 @@ from pathlib import Path
 import httpx
 import pytest
 import yaml
+from prefect_postgres import free_port
 
 ROOT = Path(__file__).parent.parent
 PREFECT = [sys.executable, "-m", "prefect"]
 
 pytestmark = pytest.mark.prefect
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def wait_for(condition, timeout: float, what: str):  # noqa: ANN001, ANN201
