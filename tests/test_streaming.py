@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 
 from dprelease.config import InputPolicy
 from dprelease.datasets import census_like
@@ -191,3 +192,27 @@ def test_summed_chunk_counts_feed_the_same_noisy_fit(tmp_path, seeded_noise):
     assert fitted_streamed.sample(5, rng).shape == (5, ENCODER.width)
     with pytest.raises(ValueError, match="do not match the generator's public cells"):
         streamed.fit_counts(counts[:-1], seeded_noise(7))
+
+
+def test_wide_encodings_read_smaller_chunks(tmp_path):
+    """An encoded chunk stays within CHUNK_BYTES: narrow schemas keep CHUNK_ROWS, a 134-wide
+    one-hot encoding (NYC flights) reads about 62,000 rows at a time; the release streams with
+    that size."""
+    from dprelease.config import SyntheticConfig
+    from dprelease.io.stream import CHUNK_BYTES, CHUNK_ROWS, chunk_rows_for
+    from dprelease.release.synthetic import SYNTHETIC_PIPELINE, load_real
+
+    assert chunk_rows_for(Encoder(SCHEMA).width) == CHUNK_ROWS
+    assert 8 * 134 * chunk_rows_for(134) <= CHUNK_BYTES < 8 * 134 * (chunk_rows_for(134) + 1)
+    assert chunk_rows_for(10**9) == 1
+    wide = yaml.safe_load((Path(__file__).parent.parent / "data" / "census.yaml").read_text())
+    codes = [f"c{i}" for i in range(40)]
+    wide["columns"]["code"] = {"type": "categorical", "categories": codes}
+    (tmp_path / "wide.yaml").write_text(yaml.safe_dump(wide))
+    table = census_like(50, seed=0).assign(code="c7")
+    table.to_csv(tmp_path / "wide.csv", index=False)
+    schema = load_schema(tmp_path / "wide.yaml")
+    plan = SYNTHETIC_PIPELINE.plan(schema, SyntheticConfig(epsilon=1.0, delta=1e-6))
+    assert plan.streams and chunk_rows_for(plan.encoder.width) < CHUNK_ROWS
+    stream = load_real(plan, str(tmp_path / "wide.csv")).source
+    assert stream.chunk_rows == chunk_rows_for(plan.encoder.width)

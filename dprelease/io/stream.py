@@ -35,10 +35,19 @@ from dprelease.io.validate import check_chunk, clip_to_bounds, column_set_proble
 from dprelease.schema import Schema
 
 CHUNK_ROWS = 262_144
+CHUNK_BYTES = 64 * 2**20  # one encoded chunk at most (float64); WORKERS of them in flight
 WORKERS = 2  # chunks validated and encoded at the same time (threads)
 Counts = list[np.ndarray]
 NO_ROWS = "the table has no rows (--on-invalid-rows drop releases it anyway)"
 DEFAULT_POLICY = InputPolicy()
+
+
+def chunk_rows_for(width: int) -> int:
+    """Rows per chunk for an encoding `width` columns wide: CHUNK_ROWS, fewer when an encoded
+    chunk would pass CHUNK_BYTES. A one-hot-wide table held WORKERS chunks of 262,144 x 134
+    float64 values in flight (NYC flights: 880 MB at the scan for 8 MB of counts); narrow
+    ones (the census-like table, 14 wide) keep the full chunk."""
+    return max(1, min(CHUNK_ROWS, CHUNK_BYTES // (8 * max(width, 1))))
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from dprelease.diagnostics import PsisResult, diagnose_weights, require_reliable
 from dprelease.diagnostics.accuracy import cell_crowding, collapse, grade, verdict
 from dprelease.diagnostics.psis import normalised_weights
 from dprelease.generators.base import CountsGenerator, FittedGenerator, Measurement
-from dprelease.io.stream import Scan, StreamingInput, load_validated
+from dprelease.io.stream import Scan, StreamingInput, chunk_rows_for, load_validated
 from dprelease.io.validate import decode_synthetic
 from dprelease.privacy.accounting import PlannedSpend
 from dprelease.privacy.noise import NoiseSource
@@ -135,7 +135,8 @@ def load_real(plan: SyntheticPlan, source: Source) -> RealRows:
     """The real table: streamed with its counts summed, or loaded and encoded."""
     if plan.streams:
         assert isinstance(plan.generator, CountsGenerator)
-        stream = StreamingInput(source, plan.schema, plan.config)
+        rows = chunk_rows_for(plan.encoder.width)
+        stream = StreamingInput(source, plan.schema, plan.config, chunk_rows=rows)
         return StreamedTable(stream, stream.scan(plan.encoder, plan.generator.cell_counts))
     return plan.encoder.encode(load_validated(source, plan.schema, plan.config))
 
