@@ -41,10 +41,10 @@ def seeded_noise():
 
 @pytest.fixture(scope="session")
 def prefect_server():
-    """One temporary Prefect server for the whole session; yields its API URL. Its database
-    is a fresh PostgreSQL database when DPRELEASE_TEST_POSTGRES_URL names a server (CI), so
-    that concurrent flow runs never meet SQLite's single writer (`prefect_postgres`);
-    otherwise Prefect's own SQLite test harness."""
+    """One temporary Prefect server per pytest process (`make test` runs two); yields its API
+    URL. Its database is a fresh PostgreSQL database when DPRELEASE_TEST_POSTGRES_URL names a
+    server (CI), so that concurrent flow runs never meet SQLite's single writer
+    (`prefect_postgres`); otherwise Prefect's own SQLite test harness."""
     os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
     postgres = os.environ.get("DPRELEASE_TEST_POSTGRES_URL")
     if postgres:
