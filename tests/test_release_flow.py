@@ -234,10 +234,17 @@ def test_ledger_show_json(prefect_server, census_csv, tmp_path):
     assert invoke("ledger", "show", "other").exit_code == 2
 
 
+@pytest.mark.skipif(
+    not os.environ.get("DPRELEASE_TEST_POSTGRES_URL"),
+    reason="concurrent flow runs need the Prefect test server on PostgreSQL",
+)
 def test_concurrent_releases_publish_exactly_what_the_cap_admits(
     prefect_server, census_csv, tmp_path
 ):
-    """Four CLI processes at once against a cap that admits two releases."""
+    """Four CLI processes at once against a cap that admits two releases. Needs the Prefect
+    server on PostgreSQL (DPRELEASE_TEST_POSTGRES_URL, as CI sets it): on Prefect's SQLite
+    harness one of the four flow runs now and then fails with "database is locked", which
+    says nothing about the ledger (whose own concurrency tests run on SQLite too)."""
     out = tmp_path / "releases"
     schema = schema_file(tmp_path, epsilon_cap=2.0)
     env = {**os.environ, "PREFECT_API_URL": prefect_server}
