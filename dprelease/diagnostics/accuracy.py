@@ -156,7 +156,7 @@ def collapse(synthetic: pd.DataFrame, columns: dict) -> dict:
     else:
         collapsed = distinct < COLLAPSE_FRACTION * min(float(n_rows), public_domain_size(columns))
     missing = {
-        name: [c for c in spec["categories"] if not (synthetic[name].astype(str) == c).any()]
+        name: _absent(synthetic[name], spec["categories"])
         for name, spec in columns.items()
         if spec["type"] == "categorical"
     }
@@ -166,6 +166,14 @@ def collapse(synthetic: pd.DataFrame, columns: dict) -> dict:
         "collapsed": collapsed,
         "missing_categories": {name: cats for name, cats in missing.items() if cats},
     }
+
+
+def _absent(column: pd.Series, categories: list) -> list:
+    """The categories no value of `column` equals (as text). The column is converted once:
+    converting it per category took 5 of the 6.6 s of a release's bundle step on a 105-level
+    column of 400,000 synthetic rows (NYC flights)."""
+    present = set(column.astype(str).unique())
+    return [category for category in categories if category not in present]
 
 
 def cell_crowding(
