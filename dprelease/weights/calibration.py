@@ -130,7 +130,7 @@ from dprelease.weights.calibration_fit import (
     raked_targets,
 )
 from dprelease.weights.held_margins import HeldMargins
-from dprelease.weights.target_moments import TargetMoments
+from dprelease.weights.target_moments import CHUNK_ROWS, TargetMoments
 
 __all__ = [
     "CALIBRATION", "DEFAULT_ESS_FLOOR", "DETAIL_KEYS", "Calibration", "CalibrationSettings",
@@ -145,7 +145,6 @@ DEFAULT_MARGIN_BINS = 32  # the marginals generator's default bins (the release 
 # 0.0061 / 0.0087 / 0.0039, holding 8 bins 0.0058 / 0.0063 / 0.0035 (benchmarks/weights.py).
 TILT_MARGIN_BINS = 8
 DEFAULT_MOMENT_SCALE = 1.0
-CHUNK_ROWS = 50_000
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 from scipy import sparse
 
-CHUNK_ROWS = 50_000
+CHUNK_ROWS = 50_000  # rows per chunk of a dense feature block (also the real rows' sums)
 
 
 class TargetMoments:
