@@ -29,6 +29,9 @@ Methods (each release runs in a fresh worker process, `nice`d, one at a time):
 - `opendp-aim`, `opendp-mst`, `dpmm-aim`, `dpmm-mst`: the peers on dprelease's public cells
   (benchmarks/fidelity_peers.py), unweighted. Their results are cached per (table, seed,
   method, settings) in the cache directory: a re-run recomputes only dprelease.
+- `<peer>+lattice`: a peer's cached rows decoded again on the lattice dprelease's default
+  measures for its continuous columns (`generators/lattice.py`, with that measurement's
+  noise), so that the peer and dprelease differ in the model only, as before the lattice.
 - `real-train`: the train part itself (the floor of every metric: sampling error only).
 
 Metrics (dprelease/evaluation/metrics.py), with the release's weights (unit weights for peers):
@@ -74,6 +77,7 @@ from dprelease.evaluation.metrics import beta_mse, mean_marginal_tvd, tstr
 ROOT = Path(__file__).parent.parent
 N_SYNTHETIC = 20_000
 PEERS = ("opendp-mst", "opendp-aim", "dpmm-mst", "dpmm-aim")
+LATTICE = "+lattice"  # a peer's rows decoded on dprelease's measured lattice (`lattice_peer`)
 METRICS = ("tvd1", "tvd2", "tvd3", "bmse_w", "bmse_u", "tstr", "cpu", "peak_mb")
 SINGLE_THREAD = {k: "1" for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
                                   "POLARS_MAX_THREADS", "RAYON_NUM_THREADS")}  # fmt: skip
@@ -148,6 +152,8 @@ def label(args: argparse.Namespace, method: str) -> str:
 
 def run_one(args: argparse.Namespace, table: str, method: str, seed: int) -> dict | None:
     """The cached metrics of one (table, method, seed), running the worker when needed."""
+    if method.endswith(LATTICE):
+        return lattice_peer(args, table, method, seed)
     path = result_path(args, table, method, seed)
     metrics_path = path.with_suffix(".json")
     fresh = method not in PEERS and not args.reuse
@@ -173,6 +179,23 @@ def run_one(args: argparse.Namespace, table: str, method: str, seed: int) -> dic
     metrics_path.write_text(json.dumps(row))
     print(f"# {table} {label(args, method)} seed {seed}: " + ", ".join(f"{k}={v:.4g}" for k, v in
                                                           row.items()), flush=True)  # fmt: skip
+    return row
+
+
+def lattice_peer(args: argparse.Namespace, table: str, method: str, seed: int) -> dict | None:
+    """A peer's cached rows decoded again on a measured lattice (`fidelity_peers.
+    with_lattice`), scored afresh each time (the measurement's noise is never cached)."""
+    peer = method.removesuffix(LATTICE)
+    if run_one(args, table, peer, seed) is None:
+        return None
+    data = fidelity_tables.load(table, seed, args.cache, args.data_python)
+    encoder, run = Encoder(data.schema), dict(np.load(result_path(args, table, peer, seed)))
+    run["synthetic"] = fidelity_peers.with_lattice(
+        encoder, encoder.encode(data.train), run["synthetic"], args.epsilon, args.delta, seed
+    )
+    row = score(data, run, seed)
+    print(f"# {table} {method} seed {seed}: " + ", ".join(f"{k}={v:.4g}" for k, v in
+                                                        row.items()), flush=True)  # fmt: skip
     return row
 
 

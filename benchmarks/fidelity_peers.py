@@ -31,8 +31,10 @@ import numpy as np
 
 from dprelease.encoding import Encoder
 from dprelease.generators.domain import ColumnCells, cell_index, write_cells
+from dprelease.generators.lattice import Lattice, class_counts
 from dprelease.generators.mbi import counted_estimator, fit_contingency_table
 from dprelease.generators.pgm import PrivateGraphicalModel
+from dprelease.privacy.noise import NoiseSource
 from dprelease.privacy.zcdp import zcdp_rho
 
 CELLS = "pgm"  # the cache key's name for `column_cells`' rule
@@ -58,14 +60,35 @@ def column_cells(
 
 
 def decode(
-    encoder: Encoder, cells: list[ColumnCells], chosen: np.ndarray, seed: int
-) -> np.ndarray:
-    """Encoded rows of the chosen cell indices (`write_cells`, uniform within a cell)."""
+    encoder: Encoder, cells: list[ColumnCells], chosen: np.ndarray, seed: int,
+    lattices: dict[int, Lattice] | None = None,
+) -> np.ndarray:  # fmt: skip
+    """Encoded rows of the chosen cell indices (`write_cells`: uniform within a cell, or on
+    a column's lattice where `lattices` has one)."""
     rng = np.random.default_rng(seed)
     out = np.zeros((len(chosen), encoder.width))
     for position, column in enumerate(cells):
-        write_cells(out, column, chosen[:, position], rng)
+        write_cells(out, column, chosen[:, position], rng, (lattices or {}).get(position))
     return out
+
+
+def with_lattice(
+    encoder: Encoder, train: np.ndarray, synthetic: np.ndarray, epsilon: float, delta: float,
+    seed: int,
+) -> np.ndarray:  # fmt: skip
+    """A peer's rows decoded again on the lattice `pgm` measures (`generators.lattice`): the
+    cells recovered from the rows (the peers' cells are `pgm`'s), each continuous column's
+    class histogram measured with `pgm`'s noise SD at this budget (from OS entropy; the
+    peer's own budget is not reduced by that 1 %)."""
+    generator = PrivateGraphicalModel(encoder, epsilon, delta)
+    cells = column_cells(encoder, len(train), epsilon, delta)
+    chosen = np.column_stack([cell_index(c, synthetic) for c in cells])
+    std, noise = generator.noise_std.get("lattice", 0.0), NoiseSource()
+    lattices = {}
+    for j in generator.lattice_columns:
+        counts = class_counts(encoder.columns[j], train)
+        lattices[j] = Lattice.of(encoder.columns[j], noise.add_gaussian(counts, std), std)
+    return decode(encoder, cells, chosen, seed, lattices)
 
 
 def opendp(

@@ -12,6 +12,7 @@ of its codebook, categories by the largest coordinate.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -149,7 +150,7 @@ class Encoder:
                 continue
             low, high = float(column.spec.min), float(column.spec.max)
             values = low + np.clip(matrix[:, column.value_index], 0.0, 1.0) * (high - low)
-            values = np.clip(values, low, high)
+            values = np.clip(_rounded(values, high - low), low, high)
             missing = (
                 matrix[:, column.missing_index] > 0.5
                 if column.missing_index is not None
@@ -176,6 +177,15 @@ def in_codebook(x: np.ndarray, values: tuple[float, ...]) -> np.ndarray:
     """Whether each x is one of the codebook `values` (to rounding error)."""
     x = np.asarray(x, dtype=float)
     return np.isclose(x, nearest_codebook_value(values, x), rtol=1e-12, atol=1e-12)
+
+
+def _rounded(values: np.ndarray, span: float) -> np.ndarray:
+    """Values rounded to 1e-9 of the span's decade, which removes the scaling's rounding
+    error (58 decoded as 57.99999999999999) and keeps every digit a value can carry
+    (`generators.lattice`)."""
+    if span <= 0:
+        return values
+    return np.round(values, max(0, 9 - math.floor(math.log10(span))))
 
 
 def _numeric_series(spec: ColumnSpec, values: np.ndarray, missing: np.ndarray) -> pd.Series:

@@ -189,6 +189,6 @@ def test_crowded_columns_are_numeric_columns_with_their_rows_in_a_few_wide_cells
     assert judged["verdict"] == CAUTION
     assert judged["reasons"] == [
         "`delay`: 90 % of the synthetic rows lie in at most an eighth of the column's cells, "
-        "inside which values are uniform, so relations finer than a cell are lost; bounds "
-        "closer to where the rows are give finer cells there"
+        "inside which values are drawn apart from the other columns, so relations finer than "
+        "a cell are lost; bounds closer to where the rows are give finer cells there"
     ]

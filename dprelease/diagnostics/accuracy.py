@@ -266,8 +266,9 @@ def verdict(accuracy: dict, rows: dict, weights_verdict: str, weights_chi2: floa
         shown = ", ".join(f"`{name}`" for name in names)
         caution.append(
             f"{shown}: 90 % of the synthetic rows lie in at most an eighth of the column's "
-            "cells, inside which values are uniform, so relations finer than a cell are lost; "
-            "bounds closer to where the rows are give finer cells there"
+            "cells, inside which values are drawn apart from the other columns, so relations "
+            "finer than a cell are lost; bounds closer to where the rows are give finer cells "
+            "there"
         )
     if weights_verdict == "unreliable":
         caution.append("PSIS calls the importance weights unreliable")

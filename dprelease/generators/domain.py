@@ -10,9 +10,9 @@ categories from the data: the edges depend only on the schema and `bins`.
 
 `cell_index` maps each encoded row to its cell of a column (each row lies in exactly one cell
 of each column, which is what the histogram sensitivities count); `write_cells` maps cells
-back to encoded values (a continuous bin draws a value uniform in the bin, an integer bin an
-integer uniform among the integers of the bin, a codebook cell one of its codebook values,
-so decoding never leaves the cell).
+back to encoded values (a continuous bin draws a value uniform in the bin, or on the
+column's measured lattice, `lattice`; an integer bin an integer uniform among the integers
+of the bin, a codebook cell one of its codebook values, so decoding never leaves the cell).
 `marginal_tvd` is an evaluation metric for tests and benchmarks only; it reads the real table
 without privacy, so its output never goes into a release (docs/privacy-model.md section 8).
 """
@@ -26,6 +26,7 @@ from itertools import combinations
 import numpy as np
 
 from dprelease.encoding import EncodedColumn, Encoder, nearest_codebook_value, scaled_codebook
+from dprelease.generators.lattice import Lattice, lattice_values
 from dprelease.schema import IntegerColumn
 
 
@@ -132,9 +133,14 @@ def cell_counts(cells: ColumnCells, encoded: np.ndarray) -> np.ndarray:
 
 
 def write_cells(
-    out: np.ndarray, cells: ColumnCells, chosen: np.ndarray, rng: np.random.Generator
+    out: np.ndarray,
+    cells: ColumnCells,
+    chosen: np.ndarray,
+    rng: np.random.Generator,
+    lattice: Lattice | None = None,
 ) -> None:
-    """Write the encoded values of the chosen cells of one column into `out` (in place)."""
+    """Write the encoded values of the chosen cells of one column into `out` (in place); a
+    continuous column with a measured `lattice` gets values on it (`lattice_values`)."""
     column = cells.column
     n = len(chosen)
     if cells.edges is None:
@@ -147,6 +153,8 @@ def write_cells(
         values = cells.points[in_bin]
     elif isinstance(column.spec, IntegerColumn):
         values = _integers_in_cells(cells, in_bin, rng)
+    elif lattice is not None:
+        values = lattice_values(column, cells.edges, in_bin, lattice, rng)
     else:
         low, high = cells.edges[in_bin], cells.edges[in_bin + 1]
         values = low + rng.random(n) * (high - low)

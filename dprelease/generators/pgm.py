@@ -5,10 +5,10 @@ fitted to them (`pgm_model`; Private-PGM's idea of estimating a graphical model 
 marginals, McKenna et al. 2019, with MST's noisy structure selection, McKenna et al. 2021):
 
 0. count: the number of rows, with 1 % of the budget; it chooses the one-way cells
-   ("Resolution" below);
+   (`pgm_cells`);
 1. one-way: the histogram of every column over its FINE public cells (`domain.public_cells`,
    16 bins for a numeric column, one cell per value for an integer domain of at most 16
-   values; up to 64 on large tables, "Resolution"), a numeric column's cells smoothed with a
+   values; up to 64 on large tables, `pgm_cells`), a numeric column's cells smoothed with a
    kernel chosen by Stein's unbiased risk estimate, projected onto the simplex of its noisy
    total (`pgm_one_way`);
 2. selection (three or more features): every pair of features at 4 x 4 coarse cells, and
@@ -27,11 +27,12 @@ marginals, McKenna et al. 2019, with MST's noisy structure selection, McKenna et
    m_y = clip(floor(N / (3 sigma 4)), 2, 8) of them (fewer where one cell holds more than
    1 / m_y of the mass), so that even b = 2 holds 3 SDs per average cell; its one-way shares
    keep their fine cells. The target is counted on up to 16 public cells (its base cells),
-   so its groups are post-processing of the noisy shares. The former 8 public groups of
-   equal width merged 0 and 1 of DoctorVisits' count target (80 % zeros, 15 % ones); 12
-   seeds against them: DoctorVisits TVD2/3 0.0963/0.162 -> 0.0903/0.149, beta-MSE 0.0076
-   -> 0.0046, TSTR R^2 -0.004 -> 0.092; CPS1988 beta-MSE 0.00197 -> 0.00101; diamonds
-   TVD2/3 0.0678/0.120 -> 0.0651/0.114; small tables within their SEs (README).
+   so its groups are post-processing of the noisy shares (against the former 8 public
+   groups of equal width, which merged 0 and 1 of DoctorVisits' count target: README);
+4. lattice (where the schema has continuous columns without a codebook): each such
+   column's class histogram, the coarsest power of ten its values are multiples of
+   (`lattice`), with 1 % of the budget out of the one-way share; synthetic values are
+   decoded onto the measured lattice inside their cells.
 
 A feature's coarse cells in rounds 2 and 3 are consecutive fine cells of nearly equal mass
 under its round-1 shares (`coarsening`; post-processing of DP outputs), not of equal width:
@@ -46,38 +47,27 @@ refinement of those coarse cells (`pooled_one_way`, post-processing; on the tuni
 Boston's TVD1/2/3 0.219/0.436/0.649 -> 0.177/0.384/0.602 with both rounds, the other tables'
 numbers in the README).
 
-Resolution. A numeric column whose public cells at 32 and 64 bins nest in its 16
-(`domain.refinement`: equal-width bins, integers, log-spaced edges that happen to nest) is
-counted at 64 bins; after the count, the fit runs on the finest of 64 and 32 bins at which
-an average one-way cell holds `SIGNAL_TO_NOISE` (3) noise standard deviations under the noisy
-count (N >= 3 sigma_1 b), else on the base 16 bins, the counted tables summed onto them
-(`Resolution.coarsen`; post-processing of exact counts before any noise, so every table is
-measured once, at its chosen cells, with the planned noise). On few rows the finer cells
-only spread the noise (fidelity study, all columns at 64 against 16 bins, 5 seeds: credit
-card TVD1 0.099 against 0.070, Boston 0.27 against 0.20); where the rows support them, the
-16 bins' width was most of the error (diamonds TVD1/2/3 0.044/0.113/0.192 -> 0.023/0.069/
-0.122; with exact one-way shares at 16 bins the TVD1 is still 0.042 there: the decoding
-inside a cell, not the noise). The rule was chosen on the tuning tables (credit card at 32
-bins holds 1.3 noise SDs per cell, diamonds at 64 holds 29).
+Resolution: the one-way cells are chosen from the noisy count (`pgm_cells`' module
+docstring has the rule and its measurements).
 
 Privacy (docs/privacy-model.md section 6). Each table is a histogram: adding or removing one
-row changes one cell by 1 (L2 and L1 sensitivity 1), whatever its resolution. With delta > 0
-the rounds are Gaussian mechanisms, round s measuring k_s tables with noise
-sigma_s = sqrt(k_s / (2 rho_s)), rho_s = share_s * rho: rho-zCDP in total (Bun and Steinke
-2016), converted to (epsilon, delta) with OpenDP's conversion (`zcdp_rho`, as AIM and MST).
-With delta = 0 the rounds are Laplace mechanisms of scale k_s / epsilon_s (pure epsilon-DP).
-Which cells round 1 measures depends on the noisy count, and which tables rounds 2 and 3
-measure, their resolution and the target's groups, on earlier DP outputs only (the noisy
-total, shares and pairs); their noise does not, so the planned spend is fixed before the
-data is read and the composition is the fixed one above (zCDP and pure-DP composition hold
-for adaptively chosen queries of fixed privacy parameters).
+row changes one cell by 1 (L2 and L1 sensitivity 1), whatever its resolution (a class
+histogram too, `lattice`). With delta > 0 the rounds are Gaussian mechanisms, round s
+measuring k_s tables with noise sigma_s = sqrt(k_s / (2 rho_s)), rho_s = share_s * rho:
+rho-zCDP in total (Bun and Steinke 2016), converted to (epsilon, delta) with OpenDP's
+conversion (`zcdp_rho`, as AIM and MST). With delta = 0 the rounds are Laplace mechanisms of
+scale k_s / epsilon_s (pure epsilon-DP). Which cells round 1 measures depends on the noisy
+count, and which tables rounds 2 and 3 measure, their resolution and the target's groups, on
+earlier DP outputs only (the noisy total, shares and pairs); their noise does not, so the
+planned spend is fixed before the data is read and the composition is the fixed one above
+(zCDP and pure-DP composition hold for adaptively chosen queries of fixed parameters).
 
 Streaming: the counting query (`cell_counts`) is every column's histogram over its counted
-cells (up to 64 bins), the target (on up to 16 cells) x each feature, and the target x each
-feature pair; the tables the rounds measure are sums of those exact counts, formed after
-the noisy count, total and pairs are known, so one pass over the input (or a Dask
-reduction) suffices and memory is bounded by the number of cells, not rows (16 x 64 x 64
-cells per pair of refinable columns and a numeric target: 520 KB).
+cells (up to 64 bins), the target (on up to 16 cells) x each feature, the target x each
+feature pair and the continuous columns' class histograms; the rounds' tables are sums of
+those exact counts, formed after the noisy count, total and pairs are known, so one pass
+over the input (or a Dask reduction) suffices and memory is bounded by the number of cells,
+not rows (16 x 64 x 64 cells per pair of refinable columns and a numeric target: 520 KB).
 
 Speed: closed-form after counting (no iterative inference): `benchmarks/release.py` (30,000
 rows, 8 columns) fits in 0.01 s and samples in 0.09 s of CPU (`benchmarks/generators.py`).
@@ -93,6 +83,7 @@ import numpy as np
 from dprelease.encoding import Encoder
 from dprelease.generators.base import CountsGenerator, Measurement
 from dprelease.generators.domain import cell_index, normalise, public_cells, write_cells
+from dprelease.generators.lattice import Lattice, class_counts, has_lattice
 from dprelease.generators.pgm_cells import (
     FINER,
     SIGNAL_TO_NOISE,
@@ -123,16 +114,16 @@ from dprelease.privacy.zcdp import CONVERSION, zcdp_rho
 DEFAULT_BINS = 16
 COUNTED_TARGET_GROUPS = 16  # the target's cells in the counted tables (at most)
 SELECTION_GROUPS = 4
-# The rounds' shares of the budget, chosen on the fidelity study's tuning tables (pgm without
-# weights, 5 seeds, with the smoothed one-way): (0.4, 0.15, 0.45) against the former
-# (0.3, 0.2, 0.5) moved credit card's TVD1/2/3 from 0.077/0.153/0.238 to 0.065/0.135/0.215
-# and Boston's from 0.217/0.435/0.653 to 0.200/0.417/0.642, diamonds alike (0.042/0.141/0.252).
-# Re-checked after the pooled one-way shares (`pooled_one_way`): (0.3, 0.15, 0.55) and
-# (0.4, 0.1, 0.5) gave credit card TVD1 0.071 and 0.071 against 0.066, Boston 0.208 and 0.197
-# against 0.182 (5 seeds each). The noisy row count's 0.01 (module docstring, "Resolution")
-# comes out of the one-way share.
+# The rounds' shares (one-way, selection, model), chosen on the tuning tables (pgm without
+# weights, 5 seeds): (0.4, 0.15, 0.45) against (0.3, 0.2, 0.5): credit card TVD1/2/3
+# 0.077/0.153/0.238 -> 0.065/0.135/0.215, Boston 0.217/0.435/0.653 -> 0.200/0.417/0.642; after
+# `pooled_one_way`, (0.3, 0.15, 0.55) and (0.4, 0.1, 0.5): credit card TVD1 0.071 and 0.071
+# against 0.066, Boston 0.208 and 0.197 against 0.182. The count's 0.01 is out of the one-way.
 SHARES = {"count": 0.01, "one-way": 0.39, "selection": 0.15, "model": 0.45}
 SHARES_WITHOUT_SELECTION = {"count": 0.01, "one-way": 0.39, "selection": 0.0, "model": 0.6}
+# The continuous columns' class histograms (`lattice`), where the schema has such columns,
+# out of the one-way share: one-way noise SD x sqrt(0.39 / 0.38), 1.3 % more.
+LATTICE_SHARE = 0.01
 
 
 class PrivateGraphicalModel(CountsGenerator):
@@ -160,7 +151,12 @@ class PrivateGraphicalModel(CountsGenerator):
             if self.target is None
             else coarsening(self.cells[self.target], COUNTED_TARGET_GROUPS)
         )
-        self.shares = SHARES if len(self.features) >= 3 else SHARES_WITHOUT_SELECTION
+        self.lattice_columns = [j for j, c in enumerate(encoder.columns) if has_lattice(c)]
+        shares = SHARES if len(self.features) >= 3 else SHARES_WITHOUT_SELECTION
+        if self.lattice_columns:
+            shares = shares | {"one-way": shares["one-way"] - LATTICE_SHARE,
+                               "lattice": LATTICE_SHARE}  # fmt: skip
+        self.shares = shares
         self.tables = {
             "count": 1,
             "one-way": len(self.cells),
@@ -170,6 +166,7 @@ class PrivateGraphicalModel(CountsGenerator):
                 else 0
             ),
             "model": len(self.features),
+            "lattice": len(self.lattice_columns),
         }
         self.gaussian = delta > 0
         if self.gaussian:
@@ -219,7 +216,7 @@ class PrivateGraphicalModel(CountsGenerator):
 
     def cell_counts(self, real: np.ndarray) -> list[np.ndarray]:
         """Exact counts over the counted (finest) cells: every column's histogram, target x
-        feature, target x pair."""
+        feature, target x pair; then each continuous column's class histogram (`lattice`)."""
         index = [cell_index(cells, real) for cells in self.counted.counted]
         y = (
             np.zeros(len(real), dtype=np.int64)
@@ -236,7 +233,8 @@ class PrivateGraphicalModel(CountsGenerator):
         for j, k in self.pairs:
             shape = (self._y_size, sizes[j], sizes[k])
             counts.append(self._joint([y, index[j], index[k]], shape))
-        return counts
+        columns = self.encoder.columns
+        return counts + [class_counts(columns[j], real) for j in self.lattice_columns]
 
     @staticmethod
     def _joint(indices: list[np.ndarray], shape: tuple[int, ...]) -> np.ndarray:
@@ -269,9 +267,16 @@ class PrivateGraphicalModel(CountsGenerator):
             j: grid.coarsen(t, {1: j})
             for j, t in zip(self.features, counts[d : d + len(self.features)], strict=True)
         }
+        pairs_start = d + len(self.features)
+        pairs_end = pairs_start + len(self.pairs)
         by_pair = {
             (j, k): grid.coarsen(t, {1: j, 2: k})
-            for (j, k), t in zip(self.pairs, counts[d + len(self.features) :], strict=True)
+            for (j, k), t in zip(self.pairs, counts[pairs_start:pairs_end], strict=True)
+        }
+        columns, lattice_std = self.encoder.columns, self.noise_std.get("lattice", 0.0)
+        lattices = {
+            j: Lattice.of(columns[j], self._noisy(c, "lattice", noise), lattice_std)
+            for j, c in zip(self.lattice_columns, counts[pairs_end:], strict=True)
         }
         model_std = self.noise_std["model"]
         model_y = None
@@ -308,13 +313,14 @@ class PrivateGraphicalModel(CountsGenerator):
             totals=totals,
             edges=edges,
             resolutions={j: int(g.max()) + 1 for j, g in groups.items()},
+            lattices=lattices,
         )
         return state, self.planned_spends()
 
     def grid(self, noisy_count: float) -> Resolution:
         """The finest of bins x 4, bins x 2 (numeric columns whose cells nest) at which an
         average one-way cell holds `SIGNAL_TO_NOISE` noise SDs under the noisy count, else the
-        base cells (module docstring, "Resolution"; post-processing of the noisy count)."""
+        base cells (`pgm_cells` module docstring; post-processing of the noisy count)."""
         std = self.noise_std["one-way"]
         factor = next(
             (f for f in FINER if noisy_count >= SIGNAL_TO_NOISE * std * self.bins * f), 1
@@ -394,6 +400,7 @@ class PrivateGraphicalModel(CountsGenerator):
 
     def _sample(self, state: TreeModel, n: int, rng: np.random.Generator) -> np.ndarray:
         out = np.zeros((n, self.encoder.width))
-        for cells, chosen in zip(state.cells, sample_cells(state, n, rng), strict=True):
-            write_cells(out, cells, chosen, rng)
+        chosen = sample_cells(state, n, rng)
+        for j, (cells, column) in enumerate(zip(state.cells, chosen, strict=True)):
+            write_cells(out, cells, column, rng, state.lattices.get(j))
         return out

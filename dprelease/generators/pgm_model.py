@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from dprelease.generators.domain import ColumnCells
+from dprelease.generators.lattice import Lattice
 from dprelease.generators.sampling import draw_rows, stratified_choice, systematic_uniforms
 
 
@@ -133,6 +134,7 @@ class TreeModel:
     totals: list[float]
     edges: list[tuple[int, int]]
     resolutions: dict[int, int]
+    lattices: dict[int, Lattice]  # continuous columns' measured precision (`lattice`)
 
 
 def refine(

@@ -98,8 +98,9 @@ def _rows_lines(rows: dict, schema_columns: dict) -> list[str]:
         lines.append(
             f"`{column}`: 90 % of its synthetic rows lie in {record['cells_holding_90_percent']}"
             f" of its {record['cells']} cells (up to {record['widest_of_them']:.3g} wide). "
-            "Inside a cell synthetic values are uniform: relations with other columns finer "
-            "than a cell are lost, and so is the column's own shape there. Bounds in the "
+            "Inside a cell synthetic values are spread evenly (on the column's measured "
+            "precision, where it has one): relations with other columns finer than a cell are "
+            "lost, and so is the column's own shape there. Bounds in the "
             "schema closer to where the rows are (values beyond them are clipped) give finer "
             "cells there"
             + (" (or, as its rows sit near `min`, `spacing: log`, which gives its low values "

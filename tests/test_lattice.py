@@ -1,0 +1,150 @@
+"""A continuous column's recorded precision (`generators.lattice`): classes counted exactly
+once per row, decoding onto the measured lattice never leaving a cell, and `pgm` releasing
+whole numbers where the real values are whole numbers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import dprelease.generators.pgm as pgm
+from dprelease.encoding import Encoder
+from dprelease.generators import make_generator
+from dprelease.generators.domain import cell_index, marginal_tvd, public_cells, write_cells
+from dprelease.generators.lattice import STEPS, Lattice, candidate_steps, class_counts
+from dprelease.schema import Schema
+
+
+def _schema(nullable: bool = False) -> Schema:
+    return Schema.model_validate(
+        {
+            "dataset": "lattice",
+            "max_rows": 100_000,
+            "budget": {"epsilon": 10.0, "delta": 1e-5},
+            "target": "price",
+            "columns": {
+                "table": {"type": "continuous", "min": 40, "max": 100, "nullable": nullable},
+                "depth": {"type": "continuous", "min": 40, "max": 80},
+                "price": {"type": "continuous", "min": 0, "max": 20_000},
+            },
+        }
+    )
+
+
+def _table(rows: int, seed: int) -> pd.DataFrame:
+    """Diamonds-like: `table` whole numbers around 57 with point masses on 58 (an edge of the
+    study's 10 bins over 40-100), `depth` in tenths, `price` whole dollars tied to `table`."""
+    rng = np.random.default_rng(seed)
+    table = np.clip(np.rint(rng.normal(57.5, 2.2, rows)), 40, 100)
+    depth = np.clip(np.round(rng.normal(61.7, 1.4, rows), 1), 40, 80)
+    price = np.clip(np.rint(rng.lognormal(7.8, 1.0, rows) + 40 * (table - 57)), 0, 20_000)
+    return pd.DataFrame({"table": table, "depth": depth, "price": price})
+
+
+def test_each_value_counts_once_in_the_coarsest_step_it_is_a_multiple_of():
+    encoder = Encoder(_schema(nullable=True))
+    column = encoder.columns[0]
+    assert candidate_steps(column).tolist() == [10.0 ** k for k in range(1, 1 - STEPS, -1)]
+    frame = pd.DataFrame(
+        {"table": [60.0, 58.0, 57.5, 57.25, 57.123456789, None],
+         "depth": [60.0] * 6, "price": [1.0] * 6}  # fmt: skip
+    )
+    counts = class_counts(column, encoder.encode(frame))
+    # 60 -> 10, 58 -> 1, 57.5 -> 0.1, 57.25 -> 0.01, 57.123456789 -> none; missing: no class
+    assert counts.tolist() == [1, 1, 1, 1, 0, 0, 0, 1]
+    assert counts.sum() == 5  # sensitivity 1: one class per row with a value
+    prices = encoder.encode(
+        pd.DataFrame({"table": [50.0] * 4, "depth": [60.0] * 4, "price": [0.0, 0.0, 12.5, 300.0]})
+    )
+    # zero is a multiple of every step: no class; 300 -> 100, 12.5 -> 0.1 (steps 1e4 .. 0.01)
+    assert class_counts(encoder.columns[2], prices).tolist() == [0, 0, 1, 0, 0, 1, 0, 0]
+
+
+def _decoded_with_one_class(bins: int, klass: int, rows: int, seed: int):
+    """`table` decoded from random cells with every value in class `klass`: the cells,
+    the chosen cells, the encoded rows and the decoded values."""
+    encoder = Encoder(_schema())
+    column = encoder.columns[0]
+    cells = public_cells(column, bins)
+    rng = np.random.default_rng(seed)
+    chosen = rng.integers(0, cells.size, rows)
+    out = np.zeros((rows, encoder.width))
+    shares = np.zeros(STEPS + 1)
+    shares[klass] = 1.0
+    write_cells(out, cells, chosen, rng, Lattice(candidate_steps(column), shares))
+    return cells, chosen, out, encoder.decode(out)["table"].to_numpy()
+
+
+def test_decoding_puts_every_value_on_its_class_step_inside_its_chosen_cell():
+    cells, chosen, out, values = _decoded_with_one_class(64, 1, 50_000, 0)  # whole numbers
+    assert (cell_index(cells, out) == chosen).all()
+    whole = values == np.rint(values)
+    # a cell of 0.9375 may hold no whole number: its rows fall back to "none" (uniform)
+    holds = np.floor(40 + (cells.edges[1:] * 60) - 1e-9) >= np.ceil(40 + cells.edges[:-1] * 60)
+    assert whole[holds[chosen]].all()
+    assert not whole[~holds[chosen]].all()
+    assert values.max() <= 100 and values.min() >= 40
+
+
+def test_a_none_share_of_one_decodes_uniformly_as_before():
+    cells, chosen, out, values = _decoded_with_one_class(16, STEPS, 20_000, 1)
+    assert (cell_index(cells, out) == chosen).all()
+    assert np.mean(values == np.round(values, 2)) < 0.01
+
+
+def test_pgm_releases_whole_numbers_where_the_real_values_are_and_fits_the_edges(
+    seeded_noise, monkeypatch
+):
+    encoder = Encoder(_schema())
+    real, held_out = encoder.encode(_table(20_000, 2)), encoder.encode(_table(20_000, 3))
+    released = {}
+    for label, lattice in (("lattice", True), ("uniform", False)):
+        if not lattice:
+            monkeypatch.setattr(pgm, "has_lattice", lambda column: False)
+        generator = make_generator("pgm", encoder, 10.0, 1e-5)
+        assert ("lattice" in generator.shares) is lattice
+        fitted = generator.fit(real, seeded_noise(4))
+        released[label] = fitted.sample(20_000, np.random.default_rng(5))
+    frame = encoder.decode(released["lattice"])
+    assert (frame["table"] == np.rint(frame["table"])).mean() > 0.95
+    assert (frame["price"] == np.rint(frame["price"])).mean() > 0.95
+    assert (frame["depth"] == np.round(frame["depth"], 1)).mean() > 0.95
+    tvd = {
+        label: marginal_tvd(encoder, held_out, rows, bins=10)[("table",)]
+        for label, rows in released.items()
+    }
+    assert tvd["lattice"] < 0.03
+    assert tvd["uniform"] > 3 * tvd["lattice"]
+
+
+@pytest.mark.parametrize("bounds", [(0.1, 0.7), (6.981, 28.11), (-3.3, 0.3)])
+def test_lattice_values_at_awkward_bounds_stay_in_zero_one_and_in_their_cells(bounds):
+    low, high = bounds
+    schema = Schema.model_validate(
+        {"dataset": "bounds", "max_rows": 1000, "budget": {"epsilon": 1.0, "delta": 1e-6},
+         "columns": {"x": {"type": "continuous", "min": low, "max": high}}}  # fmt: skip
+    )
+    encoder = Encoder(schema)
+    column = encoder.columns[0]
+    rng = np.random.default_rng(2)
+    for bins in (16, 64):
+        cells = public_cells(column, bins)
+        chosen = np.repeat(np.arange(cells.size), 500)
+        for k in range(STEPS + 1):  # every class alone, the bounds' lattice points included
+            shares = np.zeros(STEPS + 1)
+            shares[k] = 1.0
+            out = np.zeros((len(chosen), encoder.width))
+            write_cells(out, cells, chosen, rng, Lattice(candidate_steps(column), shares))
+            assert out.min() >= 0.0 and out.max() <= 1.0
+            assert (cell_index(cells, out) == chosen).all()
+
+
+def test_classes_within_the_noise_are_dropped_and_all_noise_decodes_uniformly():
+    column = Encoder(_schema()).columns[0]
+    std = 100.0
+    kept = Lattice.of(column, np.array([-50, 5000, 150, 250, 0, 0, 0, 190.0]), std)
+    assert kept.shares.tolist() == pytest.approx([0, 5000 / 5250, 0, 250 / 5250, 0, 0, 0, 0])
+    # a few hundred rows at this noise: nothing is kept, every value decoded as before
+    noise_only = Lattice.of(column, np.array([120, -80, 60, 150, 30, 199, -10, 40.0]), std)
+    assert noise_only.shares.tolist() == [0, 0, 0, 0, 0, 0, 0, 1]
