@@ -4,6 +4,9 @@ whole numbers where the real values are whole numbers."""
 
 from __future__ import annotations
 
+import math
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -12,7 +15,13 @@ import dprelease.generators.pgm as pgm
 from dprelease.encoding import Encoder
 from dprelease.generators import make_generator
 from dprelease.generators.domain import cell_index, marginal_tvd, public_cells, write_cells
-from dprelease.generators.lattice import STEPS, Lattice, candidate_steps, class_counts
+from dprelease.generators.lattice import (
+    STEPS,
+    Lattice,
+    candidate_steps,
+    class_counts,
+    kept_threshold,
+)
 from dprelease.schema import Schema
 
 
@@ -142,9 +151,47 @@ def test_lattice_values_at_awkward_bounds_stay_in_zero_one_and_in_their_cells(bo
 
 def test_classes_within_the_noise_are_dropped_and_all_noise_decodes_uniformly():
     column = Encoder(_schema()).columns[0]
-    std = 100.0
-    kept = Lattice.of(column, np.array([-50, 5000, 150, 250, 0, 0, 0, 190.0]), std)
+    kept = Lattice.of(column, np.array([-50, 5000, 150, 250, 0, 0, 0, 190.0]), 200.0)
     assert kept.shares.tolist() == pytest.approx([0, 5000 / 5250, 0, 250 / 5250, 0, 0, 0, 0])
-    # a few hundred rows at this noise: nothing is kept, every value decoded as before
-    noise_only = Lattice.of(column, np.array([120, -80, 60, 150, 30, 199, -10, 40.0]), std)
+    noise_only = Lattice.of(column, np.array([120, -80, 60, 150, 30, 199, -10, 40.0]), 200.0)
     assert noise_only.shares.tolist() == [0, 0, 0, 0, 0, 0, 0, 1]
+
+
+@pytest.mark.parametrize("gaussian", [True, False])
+def test_the_threshold_keeps_about_one_noise_class_in_twenty_releases(gaussian):
+    columns, std = 30, 100.0
+    threshold = kept_threshold(std, columns, 1e6, gaussian=gaussian)
+    # seeded test noise: pure-noise classes of 20,000 releases, about 1,000 of them above the
+    # threshold (0.05 / 240 per class: Bonferroni's bound holds with equality), SD about 3 %
+    rng = np.random.default_rng(0)
+    draws = 20_000 * columns * (STEPS + 1)
+    noise = (rng.normal(0, std, draws) if gaussian
+             else rng.laplace(0, std / np.sqrt(2), draws))  # fmt: skip
+    rate = np.mean(noise >= threshold) * columns * (STEPS + 1)
+    assert 0.045 < rate < 0.055
+    # where not even half the rows could be told from the noise, nothing is kept
+    assert kept_threshold(std, columns, 2 * threshold * 0.99, gaussian=gaussian) == math.inf
+    assert kept_threshold(std, columns, 2 * threshold * 1.01, gaussian=gaussian) == threshold
+
+
+@pytest.mark.parametrize("with_continuous", [True, False])
+def test_the_one_way_pooling_keeps_the_one_way_noise_with_or_without_a_lattice(
+    seeded_noise, monkeypatch, with_continuous
+):
+    """The pooled one-way shares weigh round 1 by its own noise variance: a release without
+    continuous columns once pooled with variance 0 (NaN shares, RuntimeWarnings), one with
+    them with the lattice round's."""
+    encoder = Encoder(_schema())
+    if not with_continuous:
+        monkeypatch.setattr(pgm, "has_lattice", lambda column: False)
+    generator = make_generator("pgm", encoder, 1.0, 1e-5)
+    seen = []
+    pooled = pgm.pooled_one_way
+    monkeypatch.setattr(
+        pgm, "pooled_one_way", lambda *a: seen.append(a[1]) or pooled(*a)  # noqa: B023
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fitted = generator.fit(encoder.encode(_table(3_000, 6)), seeded_noise(7))
+    assert seen == [generator.noise_std["one-way"] ** 2]
+    assert all(np.isfinite(shares).all() for shares in fitted.state.one_way)

@@ -19,7 +19,7 @@ histogram has L1 and L2 sensitivity 1, as any one-way histogram; `pgm` measures 
 other tables (its module docstring, round "lattice").
 
 Decoding (post-processing of the noisy histogram). A synthetic value's class is drawn from
-the noisy shares (counts below `KEPT_SDS` noise SDs taken as empty), restricted to the
+the noisy shares (counts below `kept_threshold` taken as empty), restricted to the
 classes with at least one multiple of their step in the value's cell and renormalised; the
 value is a multiple of that step uniform among those in the cell, or for "none" uniform in
 the cell. The class is drawn independently of the cell (one histogram per column, not one
@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from statistics import NormalDist
 
 import numpy as np
 
@@ -41,7 +42,7 @@ from dprelease.schema import ContinuousColumn
 
 STEPS = 7  # candidate steps: 10^k from the span's own decade down six decades
 TOLERANCE = 1e-6  # |x / s - round(x / s)| within which x counts as a multiple of s
-KEPT_SDS = 2.0  # a class's noisy count below this many noise SDs counts as empty
+FALSE_CLASSES = 0.05  # expected number of classes per release kept on noise alone
 
 
 def has_lattice(column: EncodedColumn) -> bool:
@@ -90,16 +91,36 @@ class Lattice:
     shares: np.ndarray
 
     @classmethod
-    def of(cls, column: EncodedColumn, noisy_counts: np.ndarray, std: float) -> Lattice:
-        """From a noisy class histogram of noise SD `std`: counts below `KEPT_SDS` SDs
-        are taken as empty (on a few hundred rows the noise would otherwise scatter rows
-        over every class), the rest normalised; with nothing left, every value in "none"
+    def of(cls, column: EncodedColumn, noisy_counts: np.ndarray, threshold: float) -> Lattice:
+        """From a noisy class histogram: counts below `threshold` (`kept_threshold`) are
+        taken as empty, the rest normalised; with nothing left, every value in "none"
         (uniform in its cell)."""
         counts = np.asarray(noisy_counts, dtype=float)
-        kept = np.where(counts >= KEPT_SDS * std, counts, 0.0)
+        kept = np.where(counts >= threshold, counts, 0.0)
         if kept.sum() <= 0:
             kept = np.eye(STEPS + 1)[STEPS]
         return cls(candidate_steps(column), kept / kept.sum())
+
+
+def kept_threshold(std: float, columns: int, total: float, *, gaussian: bool) -> float:
+    """The noisy count a class needs to be kept (post-processing of public quantities and the
+    noisy row count `total`): the count that noise alone exceeds with probability
+    `FALSE_CLASSES` / m over the release's m = columns x (STEPS + 1) classes (Bonferroni), so
+    that on average 0.05 empty classes per release are kept; Gaussian noise of SD `std`:
+    z std with z the normal (1 - 0.05 / m) quantile, Laplace of scale b = std / sqrt(2):
+    b ln(m / (2 x 0.05)). Where that is above half the noisy row count, not even a class of
+    half the rows could be told from the noise and nothing is kept (infinite): the breast
+    cancer demo (455 rows, 30 continuous columns, epsilon 1) has a threshold of about 1,000
+    rows, and with a threshold of 2 SDs (about 580) some 5 of its 240 classes were kept on
+    noise alone, each putting a whole column's values on a spurious step."""
+    m = columns * (STEPS + 1)
+    if m == 0:
+        return math.inf
+    if gaussian:
+        threshold = NormalDist().inv_cdf(1.0 - FALSE_CLASSES / m) * std
+    else:
+        threshold = std / math.sqrt(2.0) * math.log(m / (2.0 * FALSE_CLASSES))
+    return threshold if threshold <= total / 2.0 else math.inf
 
 
 def lattice_values(

@@ -14,10 +14,8 @@ marginals, McKenna et al. 2019, with MST's noisy structure selection, McKenna et
 2. selection (three or more features): every pair of features at 4 x 4 coarse cells, and
    the target (in its m_y groups, round 3) x every feature at 4 coarse cells; the maximum
    spanning tree of the pairs' noisy mutual information is the features' tree, rooted at
-   the feature whose noisy table with the target has the largest mutual information (before
-   2026-11-25 the root was chosen from the EXACT target x feature tables: a structure
-   choice without privacy, now measured; with fewer than three features there is no
-   selection round and the features form a chain in the schema's order);
+   the feature whose noisy table with the target has the largest mutual information (with
+   fewer than three features, no selection round: a chain in the schema's order);
 3. model: the target in m_y groups x the tree's root, and the target x each feature x its
    tree parent, at a resolution the noise supports: each column gets
    b = clip(floor(sqrt(N / (3 sigma m_y))), 2, 16) coarse cells, so that an average cell holds
@@ -26,13 +24,11 @@ marginals, McKenna et al. 2019, with MST's noisy structure selection, McKenna et
    are consecutive cells of nearly equal DP mass under its round-1 shares,
    m_y = clip(floor(N / (3 sigma 4)), 2, 8) of them (fewer where one cell holds more than
    1 / m_y of the mass), so that even b = 2 holds 3 SDs per average cell; its one-way shares
-   keep their fine cells. The target is counted on up to 16 public cells (its base cells),
-   so its groups are post-processing of the noisy shares (against the former 8 public
-   groups of equal width, which merged 0 and 1 of DoctorVisits' count target: README);
-4. lattice (where the schema has continuous columns without a codebook): each such
-   column's class histogram, the coarsest power of ten its values are multiples of
-   (`lattice`), with 1 % of the budget out of the one-way share; synthetic values are
-   decoded onto the measured lattice inside their cells.
+   keep their fine cells (it is counted on up to 16 public cells: its groups are
+   post-processing of the noisy shares);
+4. lattice (continuous columns without a codebook): each one's class histogram, the coarsest
+   power of ten its values are multiples of (`lattice`), 1 % of the budget out of the
+   one-way share; synthetic values are decoded onto the measured lattice in their cells.
 
 A feature's coarse cells in rounds 2 and 3 are consecutive fine cells of nearly equal mass
 under its round-1 shares (`coarsening`; post-processing of DP outputs), not of equal width:
@@ -62,15 +58,12 @@ earlier DP outputs only (the noisy total, shares and pairs); their noise does no
 planned spend is fixed before the data is read and the composition is the fixed one above
 (zCDP and pure-DP composition hold for adaptively chosen queries of fixed parameters).
 
-Streaming: the counting query (`cell_counts`) is every column's histogram over its counted
-cells (up to 64 bins), the target (on up to 16 cells) x each feature, the target x each
-feature pair and the continuous columns' class histograms; the rounds' tables are sums of
-those exact counts, formed after the noisy count, total and pairs are known, so one pass
-over the input (or a Dask reduction) suffices and memory is bounded by the number of cells,
-not rows (16 x 64 x 64 cells per pair of refinable columns and a numeric target: 520 KB).
-
-Speed: closed-form after counting (no iterative inference): `benchmarks/release.py` (30,000
-rows, 8 columns) fits in 0.01 s and samples in 0.09 s of CPU (`benchmarks/generators.py`).
+Streaming: the counting query (`cell_counts`: every column's histogram over its counted cells,
+the target x each feature, the target x each feature pair, the class histograms) is summed
+over chunks (or a Dask reduction); the rounds' tables are sums of it, so memory is bounded by
+the cells, not the rows (520 KB per pair of 64-cell columns and a numeric target). Speed:
+closed-form after counting; `benchmarks/generators.py` (30,000 rows, 8 columns) fits in
+0.01 s and samples in 0.09 s of CPU.
 """
 
 from __future__ import annotations
@@ -83,7 +76,7 @@ import numpy as np
 from dprelease.encoding import Encoder
 from dprelease.generators.base import CountsGenerator, Measurement
 from dprelease.generators.domain import cell_index, normalise, public_cells, write_cells
-from dprelease.generators.lattice import Lattice, class_counts, has_lattice
+from dprelease.generators.lattice import Lattice, class_counts, has_lattice, kept_threshold
 from dprelease.generators.pgm_cells import (
     FINER,
     SIGNAL_TO_NOISE,
@@ -96,11 +89,11 @@ from dprelease.generators.pgm_model import (
     CoarseSum,
     Node,
     TreeModel,
-    axis_sums,
     coarsen,
     coarsening,
     conditional,
     match_one_way,
+    node_sums,
     pooled_one_way,
     sample_cells,
 )
@@ -273,11 +266,6 @@ class PrivateGraphicalModel(CountsGenerator):
             (j, k): grid.coarsen(t, {1: j, 2: k})
             for (j, k), t in zip(self.pairs, counts[pairs_start:pairs_end], strict=True)
         }
-        columns, lattice_std = self.encoder.columns, self.noise_std.get("lattice", 0.0)
-        lattices = {
-            j: Lattice.of(columns[j], self._noisy(c, "lattice", noise), lattice_std)
-            for j, c in zip(self.lattice_columns, counts[pairs_end:], strict=True)
-        }
         model_std = self.noise_std["model"]
         model_y = None
         if self.target is not None:  # the target's groups of DP mass (rounds 2 and 3)
@@ -299,7 +287,7 @@ class PrivateGraphicalModel(CountsGenerator):
         for j in order:
             node, noisy = self._node(j, parents.get(j), groups, by_target, by_pair, one_way, noise)
             nodes.append(node)
-            sums += self._coarse_sums(node, noisy, model_y)
+            sums += node_sums(node, noisy, self.target, model_y, model_std**2)
         one_way = pooled_one_way(one_way, std**2, total, sums)
         y_shares = np.ones(1) if model_y is None else coarsen(one_way[self.target], 0, model_y)
         nodes = match_one_way(nodes, one_way, y_shares)
@@ -313,9 +301,20 @@ class PrivateGraphicalModel(CountsGenerator):
             totals=totals,
             edges=edges,
             resolutions={j: int(g.max()) + 1 for j, g in groups.items()},
-            lattices=lattices,
+            lattices=self._lattices(counts[pairs_end:], noisy_count, noise),
         )
         return state, self.planned_spends()
+
+    def _lattices(
+        self, counts: list[np.ndarray], noisy_count: float, noise: NoiseSource
+    ) -> dict[int, Lattice]:
+        """Round 4: each continuous column's noisy class histogram (`lattice`)."""
+        std = self.noise_std.get("lattice", 0.0)
+        kept = kept_threshold(std, len(self.lattice_columns), noisy_count, gaussian=self.gaussian)
+        return {
+            j: Lattice.of(self.encoder.columns[j], self._noisy(c, "lattice", noise), kept)
+            for j, c in zip(self.lattice_columns, counts, strict=True)
+        }
 
     def grid(self, noisy_count: float) -> Resolution:
         """The finest of bins x 4, bins x 2 (numeric columns whose cells nest) at which an
@@ -371,16 +370,6 @@ class PrivateGraphicalModel(CountsGenerator):
         noisy = self._noisy(table, "model", noise)
         node = Node(j, parent, conditional(noisy, prior, self.noise_std["model"]), g, parent_groups)
         return node, noisy
-
-    def _coarse_sums(
-        self, node: Node, noisy: np.ndarray, model_y: np.ndarray | None
-    ) -> list[CoarseSum]:
-        """A model table's sums over its other axes: its columns' coarse totals again
-        (`pooled_one_way`), each coarse cell a sum of cells of noise variance std^2."""
-        axes = [(self.target, model_y), (node.parent, node.parent_groups)]
-        axes.append((node.column, node.groups))
-        maps = [None if column is None else (column, m) for column, m in axes]
-        return axis_sums(noisy, maps, self.noise_std["model"] ** 2)
 
     def measurements_of(self, state: TreeModel) -> list[Measurement]:
         """The fine one-way histograms and the model round's tables (the accuracy statement

@@ -220,6 +220,17 @@ def axis_sums(
     return out
 
 
+def node_sums(
+    node: Node, noisy: np.ndarray, target: int | None, target_groups: np.ndarray | None,
+    variance: float,
+) -> list[CoarseSum]:  # fmt: skip
+    """A model table's sums over its other axes: its columns' coarse totals again
+    (`pooled_one_way`), each coarse cell a sum of cells of noise variance `variance`."""
+    axes = [(target, target_groups), (node.parent, node.parent_groups), (node.column, node.groups)]
+    maps = [None if column is None else (column, m) for column, m in axes]
+    return axis_sums(noisy, maps, variance)
+
+
 def pooled_one_way(
     one_way: list[np.ndarray], variance: float, total: float, sums: list[CoarseSum]
 ) -> list[np.ndarray]:
