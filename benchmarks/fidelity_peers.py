@@ -31,7 +31,7 @@ import numpy as np
 
 from dprelease.encoding import Encoder
 from dprelease.generators.domain import ColumnCells, cell_index, write_cells
-from dprelease.generators.lattice import Lattice, class_counts, kept_threshold
+from dprelease.generators.lattice import Lattice, class_counts
 from dprelease.generators.mbi import counted_estimator, fit_contingency_table
 from dprelease.generators.pgm import PrivateGraphicalModel
 from dprelease.privacy.noise import NoiseSource
@@ -78,19 +78,14 @@ def with_lattice(
 ) -> np.ndarray:  # fmt: skip
     """A peer's rows decoded again on the lattice `pgm` measures (`generators.lattice`): the
     cells recovered from the rows (the peers' cells are `pgm`'s), each continuous column's
-    class histogram measured with `pgm`'s Gaussian noise at this budget (from OS entropy;
-    the peer's own budget is not reduced by that 1 %) and kept above `pgm`'s threshold for
-    the exact row count (evaluation only)."""
+    class histogram measured as `pgm` measures it at this budget (`lattices_of`, noise from
+    OS entropy; the peer's own budget is not reduced by that 1 %), its threshold for the
+    exact row count (evaluation only)."""
     generator = PrivateGraphicalModel(encoder, epsilon, delta)
     cells = column_cells(encoder, len(train), epsilon, delta)
     chosen = np.column_stack([cell_index(c, synthetic) for c in cells])
-    std, noise = generator.noise_std.get("lattice", 0.0), NoiseSource()
-    columns = generator.lattice_columns
-    kept = kept_threshold(std, len(columns), float(len(train)), gaussian=True)
-    lattices = {}
-    for j in columns:
-        counts = class_counts(encoder.columns[j], train)
-        lattices[j] = Lattice.of(encoder.columns[j], noise.add_gaussian(counts, std), kept)
+    counts = [class_counts(encoder.columns[j], train) for j in generator.lattice_columns]
+    lattices = generator.lattices_of(counts, float(len(train)), NoiseSource())
     return decode(encoder, cells, chosen, seed, lattices)
 
 

@@ -71,9 +71,10 @@ def class_counts(column: EncodedColumn, encoded: np.ndarray) -> np.ndarray:
     x = raw_values(column, encoded)
     if column.missing_index is not None:
         x = x[encoded[:, column.missing_index] <= 0.5]
-    x = x[np.abs(x) > TOLERANCE * candidate_steps(column)[-1]]
+    steps = candidate_steps(column)
+    x = x[np.abs(x) > TOLERANCE * steps[-1]]
     counts = np.zeros(STEPS + 1)
-    for k, step in enumerate(candidate_steps(column)):  # coarsest first, on the rest only
+    for k, step in enumerate(steps):  # coarsest first, on the rest only
         ratio = x / step
         multiple = np.abs(ratio - np.rint(ratio)) <= TOLERANCE
         counts[k] = np.count_nonzero(multiple)
@@ -143,24 +144,19 @@ def lattice_values(
     points = np.maximum(last - first + 1, 0)
     probs = np.hstack([lattice.shares[None, :STEPS] * (points > 0),
                        np.full((n_bins, 1), lattice.shares[STEPS])])  # fmt: skip
-    totals = probs.sum(axis=1, keepdims=True)
-    probs = np.where(totals > 0, probs / np.where(totals > 0, totals, 1.0), 0.0)
-    probs[totals[:, 0] == 0, STEPS] = 1.0
-    cumulative = np.cumsum(probs, axis=1)
+    probs[probs.sum(axis=1) == 0, STEPS] = 1.0  # no kept step in the cell: uniform
+    cumulative = np.cumsum(probs / probs.sum(axis=1, keepdims=True), axis=1)
     cumulative[:, -1] = 1.0
     offsets = cumulative + np.arange(n_bins)[:, None]  # row b in (b, b + 1]: one sorted array
     position = np.searchsorted(offsets.ravel(), in_bin + rng.random(len(in_bin)), "right")
     drawn = np.minimum(position - in_bin * (STEPS + 1), STEPS)
-    values = lows[in_bin] + rng.random(len(in_bin)) * (highs - lows)[in_bin]
-    on = drawn < STEPS
+    scaled = edges[in_bin] + rng.random(len(in_bin)) * (edges[in_bin + 1] - edges[in_bin])
+    on = drawn < STEPS  # the rest: uniform in the cell, as without a lattice
     cell, step = in_bin[on], drawn[on]
     multiple = first[cell, step] + np.floor(rng.random(int(on.sum())) * points[cell, step])
-    values[on] = np.minimum(multiple, last[cell, step]) * lattice.steps[step]
-    scaled = np.clip((values - low) / span, 0.0, 1.0)  # the bounds' own rounding error
-    index = np.clip(np.searchsorted(edges, scaled, "right") - 1, 0, n_bins - 1)
-    off = index != in_bin
-    if off.any():
-        scaled[off] = edges[in_bin[off]] + rng.random(int(off.sum())) * (
-            edges[in_bin[off] + 1] - edges[in_bin[off]]
-        )
+    values = np.minimum(multiple, last[cell, step]) * lattice.steps[step]
+    on_lattice = np.clip((values - low) / span, 0.0, 1.0)  # the bounds' own rounding error
+    index = np.clip(np.searchsorted(edges, on_lattice, "right") - 1, 0, n_bins - 1)
+    inside = index == cell
+    scaled[np.flatnonzero(on)[inside]] = on_lattice[inside]
     return scaled

@@ -301,14 +301,16 @@ class PrivateGraphicalModel(CountsGenerator):
             totals=totals,
             edges=edges,
             resolutions={j: int(g.max()) + 1 for j, g in groups.items()},
-            lattices=self._lattices(counts[pairs_end:], noisy_count, noise),
+            lattices=self.lattices_of(counts[pairs_end:], noisy_count, noise),
         )
         return state, self.planned_spends()
 
-    def _lattices(
+    def lattices_of(
         self, counts: list[np.ndarray], noisy_count: float, noise: NoiseSource
     ) -> dict[int, Lattice]:
-        """Round 4: each continuous column's noisy class histogram (`lattice`)."""
+        """Round 4: the lattices of the continuous columns' class histograms `counts`
+        (`class_counts`, in `lattice_columns` order), measured with this plan's noise and
+        kept above `kept_threshold` for the noisy row count."""
         std = self.noise_std.get("lattice", 0.0)
         kept = kept_threshold(std, len(self.lattice_columns), noisy_count, gaussian=self.gaussian)
         return {
