@@ -107,7 +107,7 @@ def test_pgm_releases_whole_numbers_where_the_real_values_are_and_fits_the_edges
 ):
     encoder = Encoder(_schema())
     real, held_out = encoder.encode(_table(20_000, 2)), encoder.encode(_table(20_000, 3))
-    released = {}
+    released, precision = {}, {}
     for label, lattice in (("lattice", True), ("uniform", False)):
         if not lattice:
             monkeypatch.setattr(pgm, "has_lattice", lambda column: False)
@@ -115,6 +115,7 @@ def test_pgm_releases_whole_numbers_where_the_real_values_are_and_fits_the_edges
         assert ("lattice" in generator.shares) is lattice
         fitted = generator.fit(real, seeded_noise(4))
         released[label] = fitted.sample(20_000, np.random.default_rng(5))
+        precision[label] = fitted.precision
     frame = encoder.decode(released["lattice"])
     assert (frame["table"] == np.rint(frame["table"])).mean() > 0.95
     assert (frame["price"] == np.rint(frame["price"])).mean() > 0.95
@@ -125,6 +126,17 @@ def test_pgm_releases_whole_numbers_where_the_real_values_are_and_fits_the_edges
     }
     assert tvd["lattice"] < 0.03
     assert tvd["uniform"] > 3 * tvd["lattice"]
+    # the manifest's measured precision: every lattice column's steps and the DP shares of
+    # its values on each ("none" last); every value on a step (`table`'s 50s and 60s are
+    # multiples of 10, the rest of 1)
+    assert set(precision["lattice"]) == {"table", "depth", "price"}
+    coarsest = {}
+    for name, record in precision["lattice"].items():
+        assert len(record["shares"]) == len(record["steps"]) + 1 == STEPS + 1
+        assert record["shares"][-1] < 0.05
+        coarsest[name] = record["steps"][int(np.argmax(record["shares"]))]
+    assert coarsest == {"table": 1.0, "depth": 0.1, "price": 1.0}
+    assert precision["uniform"] == {}
 
 
 @pytest.mark.parametrize("bounds", [(0.1, 0.7), (6.981, 28.11), (-3.3, 0.3)])

@@ -361,3 +361,29 @@ def test_crowded_columns_are_named_with_their_cells(manifest):
     age = next(line for line in lines if line.startswith("`age`"))  # integers, not near min
     assert "spacing" not in age and age.endswith("give finer cells there.")
     assert not any(line.startswith("`education`") for line in lines)  # not crowded
+
+
+def test_the_recorded_precision_names_each_continuous_columns_steps(manifest):
+    """The steps `pgm` measured (`generators.lattice`) are in the manifest and the report
+    names them with their shares, and the continuous columns where none stood out; a
+    generator that measures no steps says nothing about them."""
+    from dprelease.release.report.accuracy import usable_section
+
+    continuous = [name for name, spec in manifest["schema"]["columns"].items()
+                  if spec["type"] == "continuous"]  # fmt: skip
+    assert continuous and manifest["configuration"]["generator"]["generator"] == "pgm"
+    # every continuous column without a codebook, whatever the noise kept (a manifest's keys
+    # never depend on DP outcomes: tests/test_dask.py compares them across runs)
+    assert set(manifest["accuracy"]["measured_precision"]) == set(continuous)
+    edited = json.loads(json.dumps(manifest))
+    record = {"steps": [10.0, 1.0, 0.1], "shares": [0.0, 0.98, 0.02, 0.0]}
+    edited["accuracy"]["measured_precision"] = {continuous[0]: record}
+    lines = usable_section(edited)
+    found = next(line for line in lines if line.startswith("Recorded precision"))
+    assert found.endswith(f"`{continuous[0]}` 1 (98%), 0.1 (2%).")
+    record["shares"] = [0.0, 0.0, 0.0, 1.0]  # no step above the noise: all "none"
+    lines = usable_section(edited)
+    assert any(line.startswith("Recorded precision: no continuous column") for line in lines)
+    assert "Their synthetic values are drawn anywhere in their cells." in lines
+    del edited["accuracy"]["measured_precision"]  # e.g. `aim`: no steps measured
+    assert not any("Recorded precision" in line for line in usable_section(edited))

@@ -91,6 +91,12 @@ class FittedGenerator:
         """The noisy marginals the fit measured (none for generators that measure none)."""
         return self.generator.measurements_of(self.state)
 
+    @property
+    def precision(self) -> dict[str, dict[str, list[float]]] | None:
+        """Each continuous column's candidate recording steps and the DP shares of its values
+        on them (None for generators that measure none)."""
+        return self.generator.precision_of(self.state)
+
 
 class Generator(ABC):
     """Fit under (epsilon, delta) on the encoded real table; the fit samples encoded rows."""
@@ -143,6 +149,12 @@ class Generator(ABC):
     def measurements_of(self, state: Any) -> list[Measurement]:
         """The noisy marginals a fitted state was built from (module docstring)."""
         return []
+
+    def precision_of(self, state: Any) -> dict[str, dict[str, list[float]]] | None:
+        """Column -> its candidate steps and the shares of its nonzero values on each, "none"
+        last (`generators.lattice.Lattice.record`), for the continuous columns a fitted state
+        decodes on a measured lattice; None where the generator measures none."""
+        return None
 
     def spend(
         self,

@@ -102,6 +102,12 @@ class Lattice:
             kept = np.eye(STEPS + 1)[STEPS]
         return cls(candidate_steps(column), kept / kept.sum())
 
+    def record(self) -> dict[str, list[float]]:
+        """The candidate steps and the shares of their classes, "none" last (post-processing
+        of the noisy histogram; a share of 0 is a class below the threshold)."""
+        return {"steps": [float(step) for step in self.steps],
+                "shares": [round(float(share), 3) for share in self.shares]}  # fmt: skip
+
 
 def kept_threshold(std: float, columns: int, total: float, *, gaussian: bool) -> float:
     """The noisy count a class needs to be kept (post-processing of public quantities and the

@@ -58,12 +58,10 @@ earlier DP outputs only (the noisy total, shares and pairs); their noise does no
 planned spend is fixed before the data is read and the composition is the fixed one above
 (zCDP and pure-DP composition hold for adaptively chosen queries of fixed parameters).
 
-Streaming: the counting query (`cell_counts`: every column's histogram over its counted cells,
-the target x each feature, the target x each feature pair, the class histograms) is summed
-over chunks (or a Dask reduction); the rounds' tables are sums of it, so memory is bounded by
-the cells, not the rows (520 KB per pair of 64-cell columns and a numeric target). Speed:
-closed-form after counting; `benchmarks/generators.py` (30,000 rows, 8 columns) fits in
-0.01 s and samples in 0.09 s of CPU.
+Streaming: the counting query (`cell_counts`) is summed over chunks (or a Dask reduction);
+the rounds' tables are sums of it, so memory is bounded by the cells, not the rows (520 KB
+per pair of 64-cell columns and a numeric target). Speed: closed-form after counting;
+`benchmarks/generators.py` (30,000 rows, 8 columns) fits in 0.01 s, samples in 0.09 s.
 """
 
 from __future__ import annotations
@@ -388,6 +386,10 @@ class PrivateGraphicalModel(CountsGenerator):
             shape = tuple(int(node.table.shape[k]) for k in kept)
             out.append(Measurement(columns, node.table.size, kind, std, total, shape))
         return out
+
+    def precision_of(self, state: TreeModel) -> dict[str, dict[str, list[float]]]:
+        return {state.cells[j].column.name: lattice.record()
+                for j, lattice in state.lattices.items()}  # fmt: skip
 
     def _sample(self, state: TreeModel, n: int, rng: np.random.Generator) -> np.ndarray:
         out = np.zeros((n, self.encoder.width))

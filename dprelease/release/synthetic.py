@@ -66,6 +66,7 @@ class SyntheticOutcome:
 
     generator_spends: tuple[PlannedSpend, ...]
     measurements: list[Measurement]
+    precision: dict[str, dict[str, list[float]]] | None
     synthetic: np.ndarray
     estimate: weight_methods.WeightEstimate
 
@@ -115,7 +116,9 @@ def run_mechanisms(
     rng = np.random.default_rng(plan.config.seed)
     synthetic = step("sample-synthetic", fitted.sample, plan.n_synthetic, rng)
     estimate = step("estimate-weights", estimate_weights, plan, data, synthetic, fitted, noise)
-    return SyntheticOutcome(fitted.spends, fitted.measurements, synthetic, estimate)
+    return SyntheticOutcome(
+        fitted.spends, fitted.measurements, fitted.precision, synthetic, estimate
+    )
 
 
 def diagnose(
@@ -160,6 +163,8 @@ def synthetic_bundle(
     log_weights = outcome.estimate.log_weights
     weights = normalised_weights(diagnostics.log_weights)
     accuracy = grade(outcome.measurements)
+    if outcome.precision is not None:
+        accuracy["measured_precision"] = outcome.precision
     rows = collapse(synthetic, plan.schema.public_dict()["columns"])
     rows["cell_crowding"] = cell_crowding(plan.encoder, outcome.synthetic, outcome.measurements)
     chi2 = (outcome.estimate.details.get("calibration") or {}).get("chi2_weighted_per_df")

@@ -31,6 +31,7 @@ def usable_section(manifest: dict) -> list[str]:
         "",
         *_marginals_table(accuracy),
         *_relations_lines(accuracy["relations"]),
+        *_precision_lines(accuracy.get("measured_precision"), manifest),
         *_rows_lines(accuracy["synthetic_rows"], manifest["schema"]["columns"]),
     ]
     return lines
@@ -71,6 +72,45 @@ def _relations_lines(relations: dict) -> list[str]:
         "noise.",
         "",
     ]
+
+
+def _precision_lines(precision: dict | None, manifest: dict) -> list[str]:
+    """Each continuous column's measured recording steps (`generators.lattice`), and the
+    continuous columns where none stood out from the noise."""
+    if precision is None:
+        return []
+    share = manifest["configuration"]["generator"].get("budget_shares", {}).get("lattice", 0)
+    continuous = [name for name, spec in manifest["schema"]["columns"].items()
+                  if spec.get("type") == "continuous" and not spec.get("values")]  # fmt: skip
+    if not continuous:
+        return []
+    kept = {}  # each column's steps with a share above 0 ("none", the last share, left out)
+    for name, record in precision.items():
+        pairs = zip(record["steps"], record["shares"][:-1], strict=True)
+        kept[name] = [(step, share) for step, share in pairs if share > 0]
+    found = [
+        f"`{name}` " + ", ".join(f"{step:g} ({share:.0%})" for step, share in steps)
+        for name, steps in kept.items()
+        if steps
+    ]
+    rest = [f"`{name}`" for name in continuous if not kept.get(name)]
+    lines = [
+        "Recorded precision: a DP count of how many of each continuous column's nonzero "
+        f"values are multiples of each power of ten ({share:.0%} of the generator's budget) "
+        "found the steps its synthetic values are drawn on, with their shares: "
+        + "; ".join(found) + "."
+        if found
+        else "Recorded precision: no continuous column's values showed a step (a power of "
+        "ten they are multiples of) above the DP noise."
+    ]
+    if rest and found:
+        lines.append(
+            f"No step stood out from the noise for {', '.join(rest)}: their synthetic values "
+            "are drawn anywhere in their cells, with digits the real values may not have."
+        )
+    elif rest:
+        lines.append("Their synthetic values are drawn anywhere in their cells.")
+    return [*lines, ""]
 
 
 def _value(value: float | None) -> str:
