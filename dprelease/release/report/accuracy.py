@@ -4,6 +4,8 @@ the manifest only (DP outputs and public quantities)."""
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from dprelease.diagnostics.accuracy import FAIR_TVD, GOOD_TVD, USABLE, crowded
 
 SHOWN_MARGINALS = 12
@@ -89,7 +91,7 @@ def _precision_lines(precision: dict | None, manifest: dict) -> list[str]:
         pairs = zip(record["steps"], record["shares"][:-1], strict=True)
         kept[name] = [(step, share) for step, share in pairs if share > 0]
     found = [
-        f"`{name}` " + ", ".join(f"{step:g} ({share:.0%})" for step, share in steps)
+        f"`{name}` " + ", ".join(f"{_decimal(step)} ({share:.0%})" for step, share in steps)
         for name, steps in kept.items()
         if steps
     ]
@@ -111,6 +113,11 @@ def _precision_lines(precision: dict | None, manifest: dict) -> list[str]:
     elif rest:
         lines.append("Their synthetic values are drawn anywhere in their cells.")
     return [*lines, ""]
+
+
+def _decimal(step: float) -> str:
+    """A power of ten as people write it: 100, 1, 0.00001 (not 1e+02 or 1e-05)."""
+    return format(Decimal(repr(step)).normalize(), "f")
 
 
 def _value(value: float | None) -> str:
