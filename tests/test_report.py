@@ -376,12 +376,12 @@ def test_the_recorded_precision_names_each_continuous_columns_steps(manifest):
     # never depend on DP outcomes: tests/test_dask.py compares them across runs)
     assert set(manifest["accuracy"]["measured_precision"]) == set(continuous)
     edited = json.loads(json.dumps(manifest))
-    record = {"steps": [100.0, 1.0, 1e-05], "shares": [0.0, 0.98, 0.02, 0.0]}
+    record = {"steps": [100.0, 1.0, 0.1, 1e-05], "shares": [0.0, 0.978, 0.02, 0.002, 0.0]}
     edited["accuracy"]["measured_precision"] = {continuous[0]: record}
     lines = usable_section(edited)
     found = next(line for line in lines if line.startswith("Recorded precision"))
-    assert found.endswith(f"`{continuous[0]}` 1 (98%), 0.00001 (2%).")
-    record["shares"] = [0.0, 0.0, 0.0, 1.0]  # no step above the noise: all "none"
+    assert found.endswith(f"`{continuous[0]}` 1 (98%), 0.1 (2%), 0.00001 (< 1%).")
+    record["shares"] = [0.0, 0.0, 0.0, 0.0, 1.0]  # no step above the noise: all "none"
     lines = usable_section(edited)
     assert any(line.startswith("Recorded precision: no continuous column") for line in lines)
     assert "Their synthetic values are drawn anywhere in their cells." in lines

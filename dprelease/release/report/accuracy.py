@@ -91,7 +91,7 @@ def _precision_lines(precision: dict | None, manifest: dict) -> list[str]:
         pairs = zip(record["steps"], record["shares"][:-1], strict=True)
         kept[name] = [(step, share) for step, share in pairs if share > 0]
     found = [
-        f"`{name}` " + ", ".join(f"{_decimal(step)} ({share:.0%})" for step, share in steps)
+        f"`{name}` " + ", ".join(f"{_decimal(step)} ({_share(share)})" for step, share in steps)
         for name, steps in kept.items()
         if steps
     ]
@@ -118,6 +118,12 @@ def _precision_lines(precision: dict | None, manifest: dict) -> list[str]:
 def _decimal(step: float) -> str:
     """A power of ten as people write it: 100, 1, 0.00001 (not 1e+02 or 1e-05)."""
     return format(Decimal(repr(step)).normalize(), "f")
+
+
+def _share(share: float) -> str:
+    """A kept step's share of a column's nonzero values, to the percent (a kept step is never
+    shown as 0 %)."""
+    return "< 1%" if share < 0.005 else f"{share:.0%}"
 
 
 def _value(value: float | None) -> str:
