@@ -16,6 +16,8 @@ from dprelease.encoding import Encoder
 from dprelease.generators import make_generator
 from dprelease.generators.domain import cell_index, marginal_tvd, public_cells, write_cells
 from dprelease.generators.lattice import (
+    CLASSES,
+    NONE,
     STEPS,
     Lattice,
     candidate_steps,
@@ -61,13 +63,14 @@ def test_each_value_counts_once_in_the_coarsest_step_it_is_a_multiple_of():
     )
     counts = class_counts(column, encoder.encode(frame))
     # 60 -> 10, 58 -> 1, 57.5 -> 0.1, 57.25 -> 0.01, 57.123456789 -> none; missing: no class
-    assert counts.tolist() == [1, 1, 1, 1, 0, 0, 0, 1]
+    assert counts.tolist() == [1, 1, 1, 1, 0, 0, 0, 1, 0]
     assert counts.sum() == 5  # sensitivity 1: one class per row with a value
     prices = encoder.encode(
         pd.DataFrame({"table": [50.0] * 4, "depth": [60.0] * 4, "price": [0.0, 0.0, 12.5, 300.0]})
     )
-    # zero is a multiple of every step: no class; 300 -> 100, 12.5 -> 0.1 (steps 1e4 .. 0.01)
-    assert class_counts(encoder.columns[2], prices).tolist() == [0, 0, 1, 0, 0, 1, 0, 0]
+    # zero, a multiple of every step, is its own class (last); 300 -> 100, 12.5 -> 0.1 (steps
+    # 1e4 .. 0.01)
+    assert class_counts(encoder.columns[2], prices).tolist() == [0, 0, 1, 0, 0, 1, 0, 0, 2]
 
 
 def _decoded_with_one_class(bins: int, klass: int, rows: int, seed: int):
@@ -97,7 +100,7 @@ def test_decoding_puts_every_value_on_its_class_step_inside_its_chosen_cell():
 
 
 def test_a_none_share_of_one_decodes_uniformly_as_before():
-    cells, chosen, out, values = _decoded_with_one_class(16, STEPS, 20_000, 1)
+    cells, chosen, out, values = _decoded_with_one_class(16, NONE, 20_000, 1)
     assert (cell_index(cells, out) == chosen).all()
     assert np.mean(values == np.round(values, 2)) < 0.01
 
@@ -133,10 +136,63 @@ def test_pgm_releases_whole_numbers_where_the_real_values_are_and_fits_the_edges
     coarsest = {}
     for name, record in precision["lattice"].items():
         assert len(record["shares"]) == len(record["steps"]) + 1 == STEPS + 1
-        assert record["shares"][-1] < 0.05
+        assert record["shares"][-1] < 0.05 and record["zero_share"] == 0.0
         coarsest[name] = record["steps"][int(np.argmax(record["shares"]))]
     assert coarsest == {"table": 1.0, "depth": 0.1, "price": 1.0}
     assert precision["uniform"] == {}
+
+
+def _precip_schema() -> Schema:
+    return Schema.model_validate(
+        {"dataset": "precip", "max_rows": 100_000, "budget": {"epsilon": 10.0, "delta": 1e-5},
+         "columns": {"precip": {"type": "continuous", "min": 0, "max": 2,
+                                "nullable": True}}}  # fmt: skip
+    )
+
+
+def test_zeros_are_drawn_as_often_as_the_zero_class_says_and_never_as_a_step_multiple():
+    """A zero-inflated column (NYC's hourly precipitation: 93 % zeros, the rest in
+    hundredths) keeps its point mass at zero: in the cell holding 0, a value is 0 with
+    probability share / p0 (p0 that cell's share of the rows with a value); the other values
+    are nonzero multiples of their step. Without zeros, a cell whose only multiple of the
+    step is 0 decodes uniformly instead (NYC's visibility: 0.06 and 0.12 became 0)."""
+    encoder = Encoder(_precip_schema())
+    column = encoder.columns[0]
+    cells = public_cells(column, 64)
+    rng = np.random.default_rng(7)
+    # half the rows with a value in the first cell [0, 0.03125), a tenth missing
+    chosen = np.concatenate([np.zeros(9_000, int), rng.integers(1, 64, 9_000),
+                             np.full(2_000, cells.size - 1)])  # fmt: skip
+    shares = np.zeros(STEPS + 1)
+    shares[candidate_steps(column).tolist().index(0.01)] = 1.0
+    out = np.zeros((len(chosen), encoder.width))
+    write_cells(out, cells, chosen, rng, Lattice(candidate_steps(column), shares, zero=0.3))
+    values = encoder.decode(out)["precip"].to_numpy()
+    first = values[:9_000]
+    assert abs(np.mean(first == 0.0) - 0.3 / 0.5) < 0.02  # 9,000 of 18,000 with a value
+    assert (values[9_000:18_000] != 0.0).all()  # no zero outside the cell holding it
+    assert np.isnan(values[18_000:]).all()
+    hundredths = first[first != 0.0]
+    assert np.isin(np.round(hundredths, 9), [0.01, 0.02, 0.03]).all()
+    # no zero class: the first cell's only multiple of 1 is 0, so it decodes uniformly
+    shares = np.zeros(STEPS + 1)
+    shares[0] = 1.0  # step 1
+    out = np.zeros((9_000, encoder.width))
+    write_cells(out, cells, np.zeros(9_000, int), rng, Lattice(candidate_steps(column), shares))
+    values = encoder.decode(out)["precip"].to_numpy()
+    assert (values > 0.0).all() and len(np.unique(values)) > 8_000
+
+
+def test_pgm_keeps_a_zero_inflated_columns_zeros(seeded_noise):
+    encoder = Encoder(_precip_schema())
+    rng = np.random.default_rng(8)
+    rows = 30_000
+    precip = np.where(rng.random(rows) < 0.93, 0.0, np.round(rng.exponential(0.1, rows), 2))
+    real = encoder.encode(pd.DataFrame({"precip": np.clip(precip, 0, 2)}))
+    fitted = make_generator("pgm", encoder, 10.0, 1e-5).fit(real, seeded_noise(9))
+    synthetic = encoder.decode(fitted.sample(30_000, np.random.default_rng(10)))["precip"]
+    assert abs((synthetic == 0.0).mean() - (precip == 0.0).mean()) < 0.02  # was 0.24
+    assert fitted.precision["precip"]["zero_share"] == pytest.approx(0.93, abs=0.02)
 
 
 @pytest.mark.parametrize("bounds", [(0.1, 0.7), (6.981, 28.11), (-3.3, 0.3)])
@@ -155,18 +211,22 @@ def test_lattice_values_at_awkward_bounds_stay_in_zero_one_and_in_their_cells(bo
         for k in range(STEPS + 1):  # every class alone, the bounds' lattice points included
             shares = np.zeros(STEPS + 1)
             shares[k] = 1.0
-            out = np.zeros((len(chosen), encoder.width))
-            write_cells(out, cells, chosen, rng, Lattice(candidate_steps(column), shares))
-            assert out.min() >= 0.0 and out.max() <= 1.0
-            assert (cell_index(cells, out) == chosen).all()
+            for zero in (0.0, 0.5):  # and with zeros, where the bounds hold 0
+                out = np.zeros((len(chosen), encoder.width))
+                lattice = Lattice(candidate_steps(column), shares, zero)
+                write_cells(out, cells, chosen, rng, lattice)
+                assert out.min() >= 0.0 and out.max() <= 1.0
+                assert (cell_index(cells, out) == chosen).all()
 
 
 def test_classes_within_the_noise_are_dropped_and_all_noise_decodes_uniformly():
     column = Encoder(_schema()).columns[0]
-    kept = Lattice.of(column, np.array([-50, 5000, 150, 250, 0, 0, 0, 190.0]), 200.0)
+    kept = Lattice.of(column, np.array([-50, 5000, 150, 250, 0, 0, 0, 190.0, 750]), 200.0)
     assert kept.shares.tolist() == pytest.approx([0, 5000 / 5250, 0, 250 / 5250, 0, 0, 0, 0])
-    noise_only = Lattice.of(column, np.array([120, -80, 60, 150, 30, 199, -10, 40.0]), 200.0)
-    assert noise_only.shares.tolist() == [0, 0, 0, 0, 0, 0, 0, 1]
+    assert kept.zero == pytest.approx(750 / 6290)  # of all the classes' counts
+    # zeros are kept at twice the threshold (`ZERO_MARGIN`): 390 < 400
+    noise_only = Lattice.of(column, np.array([120, -80, 60, 150, 30, 199, -10, 40.0, 390]), 200.0)
+    assert noise_only.shares.tolist() == [0, 0, 0, 0, 0, 0, 0, 1] and noise_only.zero == 0.0
 
 
 @pytest.mark.parametrize("gaussian", [True, False])
@@ -174,12 +234,12 @@ def test_the_threshold_keeps_about_one_noise_class_in_twenty_releases(gaussian):
     columns, std = 30, 100.0
     threshold = kept_threshold(std, columns, 1e6, gaussian=gaussian)
     # seeded test noise: pure-noise classes of 20,000 releases, about 1,000 of them above the
-    # threshold (0.05 / 240 per class: Bonferroni's bound holds with equality), SD about 3 %
+    # threshold (0.05 / 270 per class: Bonferroni's bound holds with equality), SD about 3 %
     rng = np.random.default_rng(0)
-    draws = 20_000 * columns * (STEPS + 1)
+    draws = 20_000 * columns * CLASSES
     noise = (rng.normal(0, std, draws) if gaussian
              else rng.laplace(0, std / np.sqrt(2), draws))  # fmt: skip
-    rate = np.mean(noise >= threshold) * columns * (STEPS + 1)
+    rate = np.mean(noise >= threshold) * columns * CLASSES
     assert 0.045 < rate < 0.055
     # where not even half the rows could be told from the noise, nothing is kept
     assert kept_threshold(std, columns, 2 * threshold * 0.99, gaussian=gaussian) == math.inf

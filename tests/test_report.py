@@ -380,10 +380,25 @@ def test_the_recorded_precision_names_each_continuous_columns_steps(manifest):
     edited["accuracy"]["measured_precision"] = {continuous[0]: record}
     lines = usable_section(edited)
     found = next(line for line in lines if line.startswith("Recorded precision"))
-    assert found.endswith(f"`{continuous[0]}` 1 (98%), 0.1 (2%), 0.00001 (< 1%).")
+    assert found.endswith(f"`{continuous[0]}` on 1 (98%), 0.1 (2%), 0.00001 (< 1%).")
+    record["zero_share"] = 0.93  # a zero-inflated column: its zeros, then its steps
+    found = next(line for line in usable_section(edited) if line.startswith("Recorded"))
+    assert found.endswith(f"`{continuous[0]}` 93% exactly 0, the rest on 1 (98%), 0.1 (2%), "
+                          "0.00001 (< 1%).")  # fmt: skip
+    record["zero_share"] = 0.0
     record["shares"] = [0.0, 0.0, 0.0, 0.0, 1.0]  # no step above the noise: all "none"
     lines = usable_section(edited)
     assert any(line.startswith("Recorded precision: no continuous column") for line in lines)
     assert "Their synthetic values are drawn anywhere in their cells." in lines
     del edited["accuracy"]["measured_precision"]  # e.g. `aim`: no steps measured
     assert not any("Recorded precision" in line for line in usable_section(edited))
+
+
+@pytest.mark.parametrize(("k_hat", "text"), [(-0.0098, "-0.01"), (-0.001, "0.00"),
+                                             (0.7123, "0.71"), (0.5, "0.50")])  # fmt: skip
+def test_k_hat_is_shown_to_the_hundredth_like_its_thresholds(k_hat, text):
+    """A k-hat of -0.0098 once read "-0.0098": four decimals of a shape estimate compared
+    with 0.5 and 0.7."""
+    from dprelease.release.report.synthetic import _k_hat_text
+
+    assert _k_hat_text(k_hat) == text

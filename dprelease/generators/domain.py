@@ -154,7 +154,7 @@ def write_cells(
     elif isinstance(column.spec, IntegerColumn):
         values = _integers_in_cells(cells, in_bin, rng)
     elif lattice is not None:
-        values = lattice_values(column, cells.edges, in_bin, lattice, rng)
+        values = lattice_values(column, cells.edges, in_bin, lattice, rng, ~missing)
     else:
         low, high = cells.edges[in_bin], cells.edges[in_bin + 1]
         values = low + rng.random(n) * (high - low)

@@ -9,24 +9,30 @@ lands on the far side (the README's "one-way error" section: diamonds' `table` o
 
 Classes. With public span S = max - min, the candidate steps are the powers of ten
 10^k, k = floor(log10 S), ..., floor(log10 S) - STEPS + 1 (public: the schema's bounds). A
-value's class is the coarsest candidate step of which it is a multiple
-(|x / s - round(x / s)| <= TOLERANCE), else "none", the last class. Zero, a multiple of
-every step, says nothing about the precision and is in no class: a column of expenditures
-with 40 % zeros would otherwise put 40 % of its other values on its coarsest step (RAND
-HIE's log expenditures, one of the tuning tables). A row with a nonzero value lies in
-exactly one class of each such column (a missing value or a zero in none), so each column's class
-histogram has L1 and L2 sensitivity 1, as any one-way histogram; `pgm` measures them with its
-other tables (its module docstring, round "lattice").
+nonzero value's class is the coarsest candidate step of which it is a multiple
+(|x / s - round(x / s)| <= TOLERANCE), else "none"; a zero (|x| within TOLERANCE of the
+finest step) is in the class "zero", a point mass of its own: a multiple of every step, it
+says nothing about the precision (RAND HIE's log expenditures, 40 % zeros, would otherwise put
+their other values on the coarsest step), and columns of amounts are often zero-inflated
+(NYC's hourly precipitation: 93 % zeros, drawn uniformly among 0, 0.01, 0.02 and 0.03 in its
+first cell before the zero class: 24 % zeros in the synthetic rows). A row with a value lies
+in exactly one class of each such column (a missing value in none), so each column's class
+histogram (STEPS steps, "none", "zero") has L1 and L2 sensitivity 1, as any one-way
+histogram; `pgm` measures them with its other tables (its module docstring, round
+"lattice").
 
-Decoding (post-processing of the noisy histogram). A synthetic value's class is drawn from
-the noisy shares (counts below `kept_threshold` taken as empty), restricted to the
-classes with at least one multiple of their step in the value's cell and renormalised; the
-value is a multiple of that step uniform among those in the cell, or for "none" uniform in
-the cell. The class is drawn independently of the cell (one histogram per column, not one
-per cell), so a column whose zeros are its only round values gets round values in its
-other cells where a cell holds a multiple of a coarse step; a multiple of a finer step may
-also be a multiple of a coarser one (uniform among the multiples, not only the non-coarser
-ones).
+Decoding (post-processing of the noisy histogram and of the synthetic rows' cells). In the
+cell holding 0, a synthetic value is 0 with probability min(1, z / p0), z the zero class's
+noisy count over all the classes' (kept above `ZERO_MARGIN` times the threshold, else 0) and
+p0 the share of the synthetic rows (with a value) in that cell. Otherwise its
+class is drawn from the noisy shares of the steps and "none" (counts below `kept_threshold`
+taken as empty), restricted to the steps with at least one nonzero multiple in the value's
+cell and renormalised; the value is a nonzero multiple of that step uniform among those in the
+cell, or for "none" uniform in the cell. The class is drawn independently of the cell (one
+histogram per column, not one per cell), so a column whose round values all sit in one region
+gets round values in its other cells where a cell holds a multiple of a coarse step; a
+multiple of a finer step may also be a multiple of a coarser one (uniform among the
+multiples, not only the non-coarser ones).
 """
 
 from __future__ import annotations
@@ -41,6 +47,13 @@ from dprelease.encoding import EncodedColumn
 from dprelease.schema import ContinuousColumn
 
 STEPS = 7  # candidate steps: 10^k from the span's own decade down six decades
+NONE, ZERO = STEPS, STEPS + 1  # the classes after the steps: off every step, exactly zero
+CLASSES = STEPS + 2
+# The zero class is kept at twice the threshold: kept at the threshold, a class is kept when
+# its noise is high, and its share is the decoded share of zeros (credit card's expenditure,
+# 250 zeros in 1,056 rows against a threshold of about 340, came out as 31-38 % zeros in 3
+# of 5 seeded fits, none in the others); at twice it the noise is at most about 15 % of it.
+ZERO_MARGIN = 2.0
 TOLERANCE = 1e-6  # |x / s - round(x / s)| within which x counts as a multiple of s
 FALSE_CLASSES = 0.05  # expected number of classes per release kept on noise alone
 
@@ -66,53 +79,63 @@ def raw_values(column: EncodedColumn, encoded: np.ndarray) -> np.ndarray:
 
 
 def class_counts(column: EncodedColumn, encoded: np.ndarray) -> np.ndarray:
-    """Exact counts of every class (STEPS steps and "none") over the rows with a nonzero
-    value (module docstring)."""
+    """Exact counts of every class (STEPS steps, "none", "zero") over the rows with a value
+    (module docstring)."""
     x = raw_values(column, encoded)
     if column.missing_index is not None:
         x = x[encoded[:, column.missing_index] <= 0.5]
     steps = candidate_steps(column)
-    x = x[np.abs(x) > TOLERANCE * steps[-1]]
-    counts = np.zeros(STEPS + 1)
+    zero = np.abs(x) <= TOLERANCE * steps[-1]
+    counts = np.zeros(CLASSES)
+    counts[ZERO] = np.count_nonzero(zero)
+    x = x[~zero]
     for k, step in enumerate(steps):  # coarsest first, on the rest only
         ratio = x / step
         multiple = np.abs(ratio - np.rint(ratio)) <= TOLERANCE
         counts[k] = np.count_nonzero(multiple)
         x = x[~multiple]
-    counts[STEPS] = len(x)
+    counts[NONE] = len(x)
     return counts
 
 
 @dataclass(frozen=True)
 class Lattice:
-    """A column's candidate steps (coarsest first) and the DP shares of its classes (one
-    per step, then "none")."""
+    """A column's candidate steps (coarsest first), the DP shares of its nonzero values'
+    classes (one per step, then "none") and the DP share of its values that are zero."""
 
     steps: np.ndarray
     shares: np.ndarray
+    zero: float = 0.0
 
     @classmethod
     def of(cls, column: EncodedColumn, noisy_counts: np.ndarray, threshold: float) -> Lattice:
-        """From a noisy class histogram: counts below `threshold` (`kept_threshold`) are
-        taken as empty, the rest normalised; with nothing left, every value in "none"
-        (uniform in its cell)."""
+        """From a noisy class histogram (`class_counts`): step and "none" counts below
+        `threshold` (`kept_threshold`) are taken as empty, the rest normalised (with nothing
+        left, every value in "none": uniform in its cell); the zero class is kept above
+        `ZERO_MARGIN` times the threshold, as its count over all the classes' (module
+        docstring, `ZERO_MARGIN`)."""
         counts = np.asarray(noisy_counts, dtype=float)
-        kept = np.where(counts >= threshold, counts, 0.0)
+        kept = np.where(counts[: NONE + 1] >= threshold, counts[: NONE + 1], 0.0)
         if kept.sum() <= 0:
-            kept = np.eye(STEPS + 1)[STEPS]
-        return cls(candidate_steps(column), kept / kept.sum())
+            kept = np.eye(NONE + 1)[NONE]
+        zero = 0.0
+        if counts[ZERO] >= ZERO_MARGIN * threshold:
+            zero = min(1.0, float(counts[ZERO] / max(counts.sum(), counts[ZERO])))
+        return cls(candidate_steps(column), kept / kept.sum(), zero)
 
-    def record(self) -> dict[str, list[float]]:
-        """The candidate steps and the shares of their classes, "none" last (post-processing
-        of the noisy histogram; a share of 0 is a class below the threshold)."""
+    def record(self) -> dict[str, list[float] | float]:
+        """The candidate steps, the shares of their classes with "none" last, and the share
+        of zeros (post-processing of the noisy histogram; a share of 0 is a class below the
+        threshold)."""
         return {"steps": [float(step) for step in self.steps],
-                "shares": [round(float(share), 3) for share in self.shares]}  # fmt: skip
+                "shares": [round(float(share), 3) for share in self.shares],
+                "zero_share": round(self.zero, 3)}  # fmt: skip
 
 
 def kept_threshold(std: float, columns: int, total: float, *, gaussian: bool) -> float:
     """The noisy count a class needs to be kept (post-processing of public quantities and the
     noisy row count `total`): the count that noise alone exceeds with probability
-    `FALSE_CLASSES` / m over the release's m = columns x (STEPS + 1) classes (Bonferroni), so
+    `FALSE_CLASSES` / m over the release's m = columns x CLASSES classes (Bonferroni), so
     that on average 0.05 empty classes per release are kept; Gaussian noise of SD `std`:
     z std with z the normal (1 - 0.05 / m) quantile, Laplace of scale b = std / sqrt(2):
     b ln(m / (2 x 0.05)). Where that is above half the noisy row count, not even a class of
@@ -120,7 +143,7 @@ def kept_threshold(std: float, columns: int, total: float, *, gaussian: bool) ->
     cancer demo (455 rows, 30 continuous columns, epsilon 1) has a threshold of about 1,000
     rows, and with a threshold of 2 SDs (about 580) some 5 of its 240 classes were kept on
     noise alone, each putting a whole column's values on a spurious step."""
-    m = columns * (STEPS + 1)
+    m = columns * CLASSES
     if m == 0:
         return math.inf
     if gaussian:
@@ -136,33 +159,56 @@ def lattice_values(
     in_bin: np.ndarray,
     lattice: Lattice,
     rng: np.random.Generator,
+    present: np.ndarray | None = None,
 ) -> np.ndarray:
     """Scaled values, one in each chosen cell (`edges`: the column's scaled cell edges),
-    on the lattice of a class drawn from `lattice` (module docstring). A value whose scaling
-    rounds it out of its cell is drawn uniformly in the cell instead, so decoding never
-    leaves the cell."""
+    zero or on the lattice of a class drawn from `lattice` (module docstring); `present`
+    marks the rows with a value (all by default: the others are written as missing). A value
+    whose scaling rounds it out of its cell is drawn uniformly in the cell instead, so
+    decoding never leaves the cell."""
     low, span = float(column.spec.min), float(column.spec.max - column.spec.min)
     n_bins = len(edges) - 1
     lows, highs = low + edges[:-1] * span, low + edges[1:] * span
     first = np.ceil(lows[:, None] / lattice.steps - 1e-9)
     last = np.ceil(highs[:, None] / lattice.steps - 1e-9) - 1  # a cell excludes its upper edge
     last[-1] = np.floor(highs[-1] / lattice.steps + 1e-9)  # except the last one
-    points = np.maximum(last - first + 1, 0)
+    holds_zero = (first <= 0) & (last >= 0)  # zero is drawn in its own class only
+    points = np.maximum(last - first + 1, 0) - holds_zero
     probs = np.hstack([lattice.shares[None, :STEPS] * (points > 0),
-                       np.full((n_bins, 1), lattice.shares[STEPS])])  # fmt: skip
-    probs[probs.sum(axis=1) == 0, STEPS] = 1.0  # no kept step in the cell: uniform
+                       np.full((n_bins, 1), lattice.shares[NONE])])  # fmt: skip
+    probs[probs.sum(axis=1) == 0, NONE] = 1.0  # no kept step in the cell: uniform
     cumulative = np.cumsum(probs / probs.sum(axis=1, keepdims=True), axis=1)
     cumulative[:, -1] = 1.0
     offsets = cumulative + np.arange(n_bins)[:, None]  # row b in (b, b + 1]: one sorted array
     position = np.searchsorted(offsets.ravel(), in_bin + rng.random(len(in_bin)), "right")
-    drawn = np.minimum(position - in_bin * (STEPS + 1), STEPS)
+    drawn = np.minimum(position - in_bin * (STEPS + 1), NONE)
     scaled = edges[in_bin] + rng.random(len(in_bin)) * (edges[in_bin + 1] - edges[in_bin])
     on = drawn < STEPS  # the rest: uniform in the cell, as without a lattice
     cell, step = in_bin[on], drawn[on]
     multiple = first[cell, step] + np.floor(rng.random(int(on.sum())) * points[cell, step])
+    multiple += holds_zero[cell, step] & (multiple >= 0)  # skip zero
     values = np.minimum(multiple, last[cell, step]) * lattice.steps[step]
     on_lattice = np.clip((values - low) / span, 0.0, 1.0)  # the bounds' own rounding error
     index = np.clip(np.searchsorted(edges, on_lattice, "right") - 1, 0, n_bins - 1)
     inside = index == cell
     scaled[np.flatnonzero(on)[inside]] = on_lattice[inside]
+    _draw_zeros(scaled, edges, in_bin, lattice.zero, -low / span, rng, present)
     return scaled
+
+
+def _draw_zeros(
+    scaled: np.ndarray, edges: np.ndarray, in_bin: np.ndarray, share: float, zero: float,
+    rng: np.random.Generator, present: np.ndarray | None,
+) -> None:  # fmt: skip
+    """Set the rows of the cell holding the scaled zero `zero` to it with probability
+    min(1, share / p0), p0 that cell's share of the `present` rows (module docstring)."""
+    if share <= 0 or not 0.0 <= zero <= 1.0:
+        return
+    n_bins = len(edges) - 1
+    cell = min(int(np.searchsorted(edges, zero, "right")) - 1, n_bins - 1)
+    present = np.ones(len(in_bin), dtype=bool) if present is None else present
+    in_cell = (in_bin == cell) & present
+    if not in_cell.any():
+        return
+    probability = min(1.0, share / (in_cell.sum() / max(int(present.sum()), 1)))
+    scaled[in_cell & (rng.random(len(in_bin)) < probability)] = zero

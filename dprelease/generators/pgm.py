@@ -27,8 +27,8 @@ marginals, McKenna et al. 2019, with MST's noisy structure selection, McKenna et
    keep their fine cells (it is counted on up to 16 public cells: its groups are
    post-processing of the noisy shares);
 4. lattice (continuous columns without a codebook): each one's class histogram, the coarsest
-   power of ten its values are multiples of (`lattice`), 1 % of the budget out of the
-   one-way share; synthetic values are decoded onto the measured lattice in their cells.
+   power of ten its values are multiples of, or zero (`lattice`), 1 % of the budget out of
+   the one-way share; synthetic values are decoded onto the measured lattice in their cells.
 
 A feature's coarse cells in rounds 2 and 3 are consecutive fine cells of nearly equal mass
 under its round-1 shares (`coarsening`; post-processing of DP outputs), not of equal width:

@@ -86,28 +86,32 @@ def _precision_lines(precision: dict | None, manifest: dict) -> list[str]:
                   if spec.get("type") == "continuous" and not spec.get("values")]  # fmt: skip
     if not continuous:
         return []
-    kept = {}  # each column's steps with a share above 0 ("none", the last share, left out)
-    for name, record in precision.items():
-        pairs = zip(record["steps"], record["shares"][:-1], strict=True)
-        kept[name] = [(step, share) for step, share in pairs if share > 0]
-    found = [
-        f"`{name}` " + ", ".join(f"{_decimal(step)} ({_share(share)})" for step, share in steps)
-        for name, steps in kept.items()
-        if steps
-    ]
-    rest = [f"`{name}`" for name in continuous if not kept.get(name)]
+    found, rest = [], []
+    for name in continuous:
+        record = precision.get(name, {"steps": [], "shares": [0.0], "zero_share": 0.0})
+        pairs = zip(record["steps"], record["shares"][:-1], strict=True)  # "none" left out
+        steps = ", ".join(f"{_decimal(step)} ({_share(share)})" for step, share in pairs
+                          if share > 0)  # fmt: skip
+        zero = record.get("zero_share", 0.0)
+        if not (steps or zero):
+            rest.append(f"`{name}`")
+            continue
+        text = f"`{name}` " + (f"{_share(zero)} exactly 0" if zero else "")
+        found.append(text + (", the rest on " if zero and steps else "on " if steps else "")
+                     + steps)  # fmt: skip
     lines = [
-        "Recorded precision: a DP count of how many of each continuous column's nonzero "
-        f"values are multiples of each power of ten ({share:.0%} of the generator's budget) "
-        "found the steps its synthetic values are drawn on, with their shares: "
+        "Recorded precision: a DP count of how many of each continuous column's values are "
+        f"zero or multiples of each power of ten ({share:.0%} of the generator's budget) "
+        "found the zeros and steps its synthetic values are drawn on (a step's share is of "
+        "the nonzero values): "
         + "; ".join(found) + "."
         if found
-        else "Recorded precision: no continuous column's values showed a step (a power of "
-        "ten they are multiples of) above the DP noise."
+        else "Recorded precision: no continuous column's values showed zeros or a step (a "
+        "power of ten they are multiples of) above the DP noise."
     ]
     if rest and found:
         lines.append(
-            f"No step stood out from the noise for {', '.join(rest)}: their synthetic values "
+            f"Neither stood out from the noise for {', '.join(rest)}: their synthetic values "
             "are drawn anywhere in their cells, with digits the real values may not have."
         )
     elif rest:

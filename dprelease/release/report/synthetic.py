@@ -345,4 +345,4 @@ def _k_hat_text(k_hat: float) -> str:
         return "none (the largest weights are all equal: the weights are bounded)"
     if k_hat == math.inf:
         return "not estimable"
-    return human(k_hat, 2)
+    return f"{round(k_hat, 2) + 0.0:.2f}"  # to the hundredth, as its thresholds (+0.0: no "-0")
