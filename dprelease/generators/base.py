@@ -92,9 +92,9 @@ class FittedGenerator:
         return self.generator.measurements_of(self.state)
 
     @property
-    def precision(self) -> dict[str, dict[str, list[float]]] | None:
+    def precision(self) -> dict[str, dict] | None:
         """Each continuous column's candidate recording steps and the DP shares of its values
-        on them (None for generators that measure none)."""
+        on them and at zero (None for generators that measure none)."""
         return self.generator.precision_of(self.state)
 
 
@@ -150,10 +150,11 @@ class Generator(ABC):
         """The noisy marginals a fitted state was built from (module docstring)."""
         return []
 
-    def precision_of(self, state: Any) -> dict[str, dict[str, list[float]]] | None:
-        """Column -> its candidate steps and the shares of its nonzero values on each, "none"
-        last (`generators.lattice.Lattice.record`), for the continuous columns a fitted state
-        decodes on a measured lattice; None where the generator measures none."""
+    def precision_of(self, state: Any) -> dict[str, dict] | None:
+        """Column -> its candidate steps, the shares of its nonzero values on each ("none"
+        last) and its share of zeros (`generators.lattice.Lattice.record`), for the continuous
+        columns a fitted state decodes on a measured lattice; None where the generator
+        measures none."""
         return None
 
     def spend(

@@ -388,7 +388,7 @@ class PrivateGraphicalModel(CountsGenerator):
             out.append(Measurement(columns, node.table.size, kind, std, total, shape))
         return out
 
-    def precision_of(self, state: TreeModel) -> dict[str, dict[str, list[float]]]:
+    def precision_of(self, state: TreeModel) -> dict[str, dict]:
         return {state.cells[j].column.name: lattice.record()
                 for j, lattice in state.lattices.items()}  # fmt: skip
 

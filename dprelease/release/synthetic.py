@@ -66,7 +66,7 @@ class SyntheticOutcome:
 
     generator_spends: tuple[PlannedSpend, ...]
     measurements: list[Measurement]
-    precision: dict[str, dict[str, list[float]]] | None
+    precision: dict[str, dict] | None  # `Generator.precision_of`
     synthetic: np.ndarray
     estimate: weight_methods.WeightEstimate
 

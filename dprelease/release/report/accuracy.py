@@ -88,17 +88,11 @@ def _precision_lines(precision: dict | None, manifest: dict) -> list[str]:
         return []
     found, rest = [], []
     for name in continuous:
-        record = precision.get(name, {"steps": [], "shares": [0.0], "zero_share": 0.0})
-        pairs = zip(record["steps"], record["shares"][:-1], strict=True)  # "none" left out
-        steps = ", ".join(f"{_decimal(step)} ({_share(share)})" for step, share in pairs
-                          if share > 0)  # fmt: skip
-        zero = record.get("zero_share", 0.0)
-        if not (steps or zero):
+        parts = _kept_parts(precision[name]) if name in precision else []
+        if parts:
+            found.append(f"`{name}` " + ", ".join(parts))
+        else:
             rest.append(f"`{name}`")
-            continue
-        text = f"`{name}` " + (f"{_share(zero)} exactly 0" if zero else "")
-        found.append(text + (", the rest on " if zero and steps else "on " if steps else "")
-                     + steps)  # fmt: skip
     lines = [
         "Recorded precision: a DP count of how many of each continuous column's values are "
         f"zero or multiples of each power of ten ({share:.0%} of the generator's budget) "
@@ -119,14 +113,26 @@ def _precision_lines(precision: dict | None, manifest: dict) -> list[str]:
     return [*lines, ""]
 
 
+def _kept_parts(record: dict) -> list[str]:
+    """A column's kept zeros and steps (`Lattice.record`) in words: "93% exactly 0", "the
+    rest on 0.01 (100%)"; none when nothing was kept."""
+    pairs = zip(record["steps"], record["shares"][:-1], strict=True)  # "none" left out
+    steps = ", ".join(f"{_decimal(step)} ({_share(share)})" for step, share in pairs if share > 0)
+    zero = record.get("zero_share", 0.0)
+    parts = [f"{_share(zero)} exactly 0"] if zero else []
+    if steps:
+        parts.append(("the rest on " if zero else "on ") + steps)
+    return parts
+
+
 def _decimal(step: float) -> str:
     """A power of ten as people write it: 100, 1, 0.00001 (not 1e+02 or 1e-05)."""
     return format(Decimal(repr(step)).normalize(), "f")
 
 
 def _share(share: float) -> str:
-    """A kept step's share of a column's nonzero values, to the percent (a kept step is never
-    shown as 0 %)."""
+    """A kept share (of a column's values for zeros, of its nonzero values for a step), to
+    the percent; a kept share is never shown as 0 %."""
     return "< 1%" if share < 0.005 else f"{share:.0%}"
 
 
