@@ -9,8 +9,8 @@ marginals, McKenna et al. 2019, with MST's noisy structure selection, McKenna et
 1. one-way: the histogram of every column over its FINE public cells (`domain.public_cells`,
    16 bins for a numeric column, one cell per value for an integer domain of at most 16
    values; up to 64 on large tables, `pgm_cells`), a numeric column's cells smoothed with a
-   kernel chosen by Stein's unbiased risk estimate, projected onto the simplex of its noisy
-   total (`pgm_one_way`);
+   kernel chosen by Stein's unbiased risk estimate, a feature's empty tails set to zero on
+   64 or 32 cells, projected onto the simplex of its noisy total (`pgm_one_way`);
 2. selection (three or more features): every pair of features at 4 x 4 coarse cells, and
    the target (in its m_y groups, round 3) x every feature at 4 coarse cells; the maximum
    spanning tree of the pairs' noisy mutual information is the features' tree, rooted at
@@ -191,17 +191,9 @@ class PrivateGraphicalModel(CountsGenerator):
     def planned_spends(self) -> list[PlannedSpend]:
         params = {"tables": self.tables, "noise_std": self.noise_std}
         if self.gaussian:
-            return [
-                self.spend(
-                    "zcdp-gaussian-marginals",
-                    ZCDP(self.rho),
-                    self.spent_epsilon,
-                    self.delta,
-                    **params,
-                    rho=self.rho,
-                    conversion=CONVERSION,
-                )
-            ]
+            zcdp = ZCDP(self.rho)
+            return [self.spend("zcdp-gaussian-marginals", zcdp, self.spent_epsilon, self.delta,
+                               **params, rho=self.rho, conversion=CONVERSION)]  # fmt: skip
         return [
             self.spend("laplace-histograms", PureEpsilon(self.epsilon), self.epsilon, **params)
         ]
@@ -251,9 +243,11 @@ class PrivateGraphicalModel(CountsGenerator):
         ]
         total = max(float(np.median([c.sum() for c in one_way_noisy])), 1.0)
         std = self.noise_std["one-way"]
+        trims = [j != self.target and c.size > self.cells[j].size for j, c in enumerate(grid.cells)]
         one_way = [
-            denoised_shares(c, total, std, 0 if cells.edges is None else len(cells.edges) - 1)
-            for c, cells in zip(one_way_noisy, grid.cells, strict=True)
+            denoised_shares(c, total, std, 0 if cells.edges is None else len(cells.edges) - 1,
+                            trim_tails=trim)  # fmt: skip
+            for c, cells, trim in zip(one_way_noisy, grid.cells, trims, strict=True)
         ]
         by_target = {
             j: grid.coarsen(t, {1: j})
