@@ -64,7 +64,8 @@ Everything after S is post-processing of S and the public synthetic rows x_1..x_
   table (k-hat 1 to 2) and 2 of 20 on RAND HIE (fit failed on ties; no row above 2.2 times
   the mean, ESS 92%) stopped at the gate after their spend was committed. Where the bound
   is looser, the weights are tempered further (t times 0.8 per step, down to t = 0.05)
-  while the gate calls them unreliable, and made flat if it still does. Features constant
+  while the gate calls them unreliable, and made flat if it still does, or if the weighted
+  rows end up no nearer the raked tables than the unweighted ones. Features constant
   over the synthetic rows cannot be tilted and are left out of the fit and the chi-square.
 The details (the same keys whatever the DP outcome, None where a step did not run) record
 what the weights were calibrated to (the pairs) and how far the unweighted
