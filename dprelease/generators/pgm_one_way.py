@@ -71,7 +71,10 @@ def empty_tails(noisy: np.ndarray, std: float, shift: float) -> tuple[int, int]:
     A run of k empty cells at an end keeps k g rows after the projection, g = E[(e - tau)+]
     for the noise e: std (phi(a) - a (1 - Phi(a))) for Gaussian noise, a = tau / std (0.40
     std at a = 0; Laplace noise of the same SD keeps 0.35 std there, and the Gaussian's g is
-    used for both). Setting the run to zero loses its real rows instead, estimated by
+    used for both). g is that of the unsmoothed counts: where the smoother averaged
+    neighbours (noise SD 0.58 std at a = 1/3) the projection keeps fewer rows, so the rule
+    trims somewhat more often than this balance says; the margin was chosen by measurement
+    (`TRIM_MARGIN`). Setting the run to zero loses its real rows instead, estimated by
     max(S_k, 0) for the run's noisy sum S_k. Among the runs whose loss is below the rows they
     keep by `TRIM_MARGIN` noise SDs of their sum, max(S_k, 0) + TRIM_MARGIN std sqrt(k) < k g,
     the one with the largest k g - max(S_k, 0) is set to zero (the longest qualifying run
