@@ -18,7 +18,9 @@ used to choose defaults) or CONFIRMATION (never tuned on):
 
 For each table and seed s = 0..S-1: the seeded 80/20 split (`harness.split`); every method
 releases N_G = 20,000 synthetic rows from the train part at epsilon = 1, delta = 1e-6
-(`--epsilon`, `--delta`); the
+(`--n-synthetic`, `--epsilon`, `--delta`; the CLI's default N_G is the schema's `max_rows`,
+and above the calibration weights' `FIT_ROWS` = 50,000 they are fitted on a subsample, a path
+the default 20,000 never takes); the
 metrics compare them with the held-out test part (evaluation only: the metrics read real rows
 without privacy and never enter a release).
 
@@ -94,7 +96,7 @@ def release(args: argparse.Namespace) -> None:
         generator, _, weights_method = method.partition(":")[2].partition("+")
         config = SyntheticConfig(
             epsilon=args.epsilon, delta=args.delta, generator=generator or None,
-            weights=weights_method or None, n_synthetic=N_SYNTHETIC, seed=args.seed,
+            weights=weights_method or None, n_synthetic=args.n_synthetic, seed=args.seed,
         )  # fmt: skip
         started = time.process_time()
         with tempfile.TemporaryDirectory(prefix="fidelity-ledger-") as directory:
@@ -105,7 +107,7 @@ def release(args: argparse.Namespace) -> None:
     else:
         library, algorithm = method.split("-")
         train = encoder.encode(table.train)
-        common = (algorithm, encoder, train, args.epsilon, args.delta, N_SYNTHETIC, args.seed)
+        common = (algorithm, encoder, train, args.epsilon, args.delta, args.n_synthetic, args.seed)
         if library == "opendp":
             synthetic, cpu = fidelity_peers.opendp(*common)
         else:
@@ -137,11 +139,17 @@ def result_path(args: argparse.Namespace, table: str, method: str, seed: int) ->
     """Peers: the persistent cache keyed by their settings; dprelease: this run's outputs."""
     if method in PEERS:
         p = fidelity_peers
-        key = f"{method}-e{args.epsilon:g}-d{args.delta:g}-n{N_SYNTHETIC}-c{p.CELLS}-i{p.ITERS}"
-        key += f"-r{p.ROUNDS}"
+        key = f"{method}-e{args.epsilon:g}-d{args.delta:g}-n{args.n_synthetic}-c{p.CELLS}"
+        key += f"-i{p.ITERS}-r{p.ROUNDS}"
         return args.cache / "peers" / table / key / f"seed{seed}.npz"
-    runs = ROOT / "benchmarks" / "out" / "runs" / f"e{args.epsilon:g}-d{args.delta:g}"
+    runs = ROOT / "benchmarks" / "out" / "runs" / f"e{args.epsilon:g}-d{args.delta:g}{rows(args)}"
     return runs / table / label(args, method) / f"seed{seed}.npz"
+
+
+def rows(args: argparse.Namespace) -> str:
+    """The outputs' suffix for a synthetic row count other than the default (none for it, so
+    earlier runs' paths stay valid)."""
+    return "" if args.n_synthetic == N_SYNTHETIC else f"-n{args.n_synthetic}"
 
 
 def label(args: argparse.Namespace, method: str) -> str:
@@ -166,6 +174,7 @@ def run_one(args: argparse.Namespace, table: str, method: str, seed: int) -> dic
         command = ["nice", "-n", "10", sys.executable, __file__, "--worker", "--table", table,
                    "--method", method, "--seed", str(seed), "--out", str(path),
                    "--epsilon", str(args.epsilon), "--delta", str(args.delta),
+                   "--n-synthetic", str(args.n_synthetic),
                    "--cache", str(args.cache), "--dpmm-python", str(args.dpmm_python),
                    "--data-python", str(args.data_python)]  # fmt: skip
         env = os.environ | SINGLE_THREAD | {"PYTHONPATH": str(ROOT)}
@@ -235,6 +244,9 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--epsilon", type=float, default=1.0)
     parser.add_argument("--delta", type=float, default=1e-6)
+    parser.add_argument("--n-synthetic", type=int, default=N_SYNTHETIC,
+                        help="synthetic rows per release (the CLI's default is the schema's "
+                             "max_rows: above the weights' FIT_ROWS it fits on a subsample)")
     parser.add_argument("--reuse", action="store_true", help="reuse cached dprelease runs")
     parser.add_argument("--tag", help="mark dprelease's rows as `dprelease@<tag>`")
     parser.add_argument("--cached-only", action="store_true", help="report cached runs only")
@@ -261,7 +273,7 @@ def main() -> None:
                 row = run_one(args, table, method, seed)
                 if row is not None:
                     results[table][label(args, method)].append(row | {"seed": seed})
-    out = ROOT / "benchmarks" / "out" / f"fidelity-e{args.epsilon:g}.json"
+    out = ROOT / "benchmarks" / "out" / f"fidelity-e{args.epsilon:g}{rows(args)}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=1))
     print_table(results)

@@ -250,8 +250,10 @@ def _subsample_tilt(
     row, the weighted rows were 37.7 noise units per df from the DP tables, the unweighted
     22.3. Fitted to the targets shifted by e instead (first order in the tilt), they were at
     1.0. A large tilt leaves the first-order regime (a toy table whose synthetic rows lost
-    a strong dependence: 2.2e6 per df), so both fits are made and the one whose weights on
-    every row are nearer the targets (chi-square) is kept."""
+    a strong dependence: 2.2e6 per df), so where the shifted fit is not at the noise level
+    on every row (chi-square above df + 2 sqrt(2 df)) the unshifted fit is made too, and the
+    one nearer the targets on every row is kept (a second fit doubled the weights' time: the
+    census table's 100,000 synthetic rows 1.8 s -> 4.1 s)."""
     targets = means[: tilted.size]
 
     def fit(shift: np.ndarray) -> tuple[float, np.ndarray, np.ndarray, float]:
@@ -261,10 +263,10 @@ def _subsample_tilt(
         weighted = (softmax(log_weights) @ phi_all)[1 + tilted]
         return lam, b, log_weights, chi_square(targets, variance[: tilted.size], weighted)
 
-    if not np.any(sampling_error[tilted]):
-        return fit(np.zeros(tilted.size))[:3]
-    fits = [fit(sampling_error[tilted]), fit(np.zeros(tilted.size))]
-    return min(fits, key=lambda f: f[3])[:3]
+    shifted = fit(sampling_error[tilted])
+    if shifted[3] <= df + DEFAULT_CHI2_SLACK * math.sqrt(2 * df):
+        return shifted[:3]  # at the noise level on every row: the first order held
+    return min([shifted, fit(np.zeros(tilted.size))], key=lambda f: f[3])[:3]
 
 
 def _tilt_all(
