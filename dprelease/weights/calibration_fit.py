@@ -264,8 +264,9 @@ def _subsample_tilt(
         return lam, b, log_weights, chi_square(targets, variance[: tilted.size], weighted)
 
     shifted = fit(sampling_error[tilted])
-    if shifted[3] <= df + DEFAULT_CHI2_SLACK * math.sqrt(2 * df):
-        return shifted[:3]  # at the noise level on every row: the first order held
+    noise_level = df + DEFAULT_CHI2_SLACK * math.sqrt(2 * df)
+    if not np.any(sampling_error[tilted]) or shifted[3] <= noise_level:
+        return shifted[:3]  # every row was fitted, or the first order held
     return min([shifted, fit(np.zeros(tilted.size))], key=lambda f: f[3])[:3]
 
 
