@@ -6,8 +6,11 @@ deterministic."""
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
+from dprelease.encoding import Encoder
+from dprelease.generators import make_generator, pgm
 from dprelease.generators.pgm_one_way import (
     denoised_shares,
     empty_tails,
@@ -15,6 +18,7 @@ from dprelease.generators.pgm_one_way import (
     simplex_shift,
     smoothed_counts,
 )
+from dprelease.schema import Schema
 
 STD = 24.0  # one-way noise SD of a 9k-row table's default release at epsilon 1
 CELLS = 64
@@ -89,12 +93,6 @@ def test_pgm_trims_refined_features_only(seeded_noise, monkeypatch):
     """In `pgm`, a feature on refined cells (20,000 rows: 64 cells) has its empty tails
     trimmed, never the target, and on a few hundred rows (the base 16 cells) no column.
     Seeded test noise."""
-    import pandas as pd
-
-    from dprelease.encoding import Encoder
-    from dprelease.generators import make_generator, pgm
-    from dprelease.schema import Schema
-
     flags = []
     original = pgm.denoised_shares
 

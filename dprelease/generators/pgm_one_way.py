@@ -34,6 +34,7 @@ TVD counts in full. A method that makes an estimate worse is not a default.
 from __future__ import annotations
 
 import math
+from statistics import NormalDist
 
 import numpy as np
 
@@ -84,10 +85,8 @@ def empty_tails(noisy: np.ndarray, std: float, shift: float) -> tuple[int, int]:
     n = noisy.size
     if std <= 0 or n < 2:
         return 0, 0
-    a = shift / std
-    spurious = std * (
-        math.exp(-a * a / 2) / math.sqrt(2 * math.pi) - a * 0.5 * math.erfc(a / math.sqrt(2))
-    )
+    a, normal = shift / std, NormalDist()
+    spurious = std * (normal.pdf(a) - a * (1.0 - normal.cdf(a)))
     lengths = np.arange(1, n)
 
     def run(counts: np.ndarray) -> int:
@@ -143,12 +142,11 @@ def denoised_shares(
     the noisy total (post-processing)."""
     total = max(total, 1.0)
     kept = np.ones(noisy.size, dtype=bool)
-    low = high = 0
     if ordinal_cells:
         ordinal = noisy[:ordinal_cells]
         noisy = np.concatenate([smoothed_counts(ordinal, std), noisy[ordinal_cells:]])
-        if trim_tails:
-            low, high = empty_tails(ordinal, std, simplex_shift(noisy, total))
+        trimmed = empty_tails(ordinal, std, simplex_shift(noisy, total)) if trim_tails else None
+        low, high = trimmed or (0, 0)
         kept[:low] = False
         kept[ordinal_cells - high : ordinal_cells] = False
     shares = np.zeros(noisy.size)

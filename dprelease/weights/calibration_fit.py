@@ -166,15 +166,8 @@ def calibrate(
     chi2_flat = chi_square(means, variance, synthetic_means[tilted])
     details["chi2_unweighted_per_df"] = chi2_flat / df
     if chi2_flat <= df + chi2_slack * math.sqrt(2 * df):
-        return Calibration(
-            flat,
-            details
-            | {
-                "flat_reason": "synthetic data matches the noisy tables within the noise",
-                "chi2_weighted_per_df": chi2_flat / df,
-                "held_margin_shift": 0.0 if held is not None else None,
-            },
-        )
+        return _flat(flat, details, chi2_flat / df, held,
+                     "synthetic data matches the noisy tables within the noise")  # fmt: skip
     n_held, held_kept = 0, np.array([], dtype=np.int64)
     if held_tilt is not None:
         held_phi = held_tilt.matrix(fit_rows)
@@ -199,28 +192,14 @@ def calibrate(
     temper = temper_weights(log_weights, ess_floor, bound, rake)
     details["lambda"] = lam
     if temper == 0.0:
-        return Calibration(
-            flat,
-            details
-            | {
-                "flat_reason": "no tempering gave weights PSIS calls reliable",
-                "chi2_weighted_per_df": chi2_flat / df,
-                "held_margin_shift": 0.0 if held is not None else None,
-            },
-        )
+        return _flat(flat, details, chi2_flat / df, held,
+                     "no tempering gave weights PSIS calls reliable")  # fmt: skip
     log_weights, growth = tempered(log_weights, temper, rake)
     weighted = (softmax(log_weights) @ phi_all)[1 + tilted]
     chi2_weighted = chi_square(means[: tilted.size], variance[: tilted.size], weighted)
     if chi2_weighted >= chi2_flat:  # weights that move the rows away from the tables: none
-        return Calibration(
-            flat,
-            details
-            | {
-                "flat_reason": "the weights moved the synthetic rows away from the noisy tables",
-                "chi2_weighted_per_df": chi2_flat / df,
-                "held_margin_shift": 0.0 if held is not None else None,
-            },
-        )
+        return _flat(flat, details, chi2_flat / df, held,
+                     "the weights moved the synthetic rows away from the noisy tables")  # fmt: skip
     details |= {
         "temper": temper,
         "chi2_weighted_per_df": chi2_weighted / df,
@@ -228,6 +207,23 @@ def calibrate(
         "held_margin_shift": None if held is None else held.max_shift(log_weights),
     }
     return Calibration(log_weights, details, temper * bound + growth)
+
+
+def _flat(
+    flat: np.ndarray, details: dict[str, Any], chi2_per_df: float, held: HeldMargins | None,
+    reason: str,
+) -> Calibration:  # fmt: skip
+    """Flat weights after the chi-square was computed: the reason, the unweighted chi-square
+    as the weighted one, and no shift of the held margins."""
+    return Calibration(
+        flat,
+        details
+        | {
+            "flat_reason": reason,
+            "chi2_weighted_per_df": chi2_per_df,
+            "held_margin_shift": 0.0 if held is not None else None,
+        },
+    )
 
 
 def _subsample_tilt(
