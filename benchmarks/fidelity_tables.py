@@ -54,8 +54,10 @@ SOURCES = {
     "randhie": Source("bundled", "randhie", TUNING),
     "affairs": Source("AER", "Affairs", CONFIRMATION),
     "affairs-bounds": Source("AER", "Affairs", CONFIRMATION),
+    "islrwage": Source("ISLR", "Wage", CONFIRMATION),
+    "nmes1988": Source("AER", "NMES1988", CONFIRMATION),
 }
-EXTRA = ("diabetes", "breast", "randhie", "affairs", "affairs-bounds")
+EXTRA = ("diabetes", "breast", "randhie", "affairs", "affairs-bounds", "islrwage", "nmes1988")
 STUDY = tuple(name for name in SOURCES if name not in EXTRA)
 
 
