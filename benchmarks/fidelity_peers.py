@@ -37,7 +37,7 @@ from dprelease.generators.pgm import PrivateGraphicalModel
 from dprelease.privacy.noise import NoiseSource
 from dprelease.privacy.zcdp import zcdp_rho
 
-CELLS = "pgm"  # the cache key's name for `column_cells`' rule
+CELLS = "pgm-bounds"  # the cache key's name for `column_cells`' rule (since bound cells)
 ITERS = 300
 ROUNDS = 40
 MAX_PASSES = 50

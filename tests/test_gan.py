@@ -307,7 +307,7 @@ def test_saturated_discriminator_gives_untied_log_weights_and_a_finite_k_hat():
     last = net[-1]
     with torch.no_grad():
         last.weight.mul_(0.1)
-        last.bias.add_(5000.0)  # saturated: logit ~ 5000 for every row
+        last.bias.add_(50000.0)  # saturated: logit ~ 50,000 for every row
     rows = encoded_census(2000, seed=3)
     discriminator = nets.DiscriminatorLogit(net, generator.feature_map())
     log_weights = weights.estimate(

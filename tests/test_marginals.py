@@ -10,9 +10,16 @@ from dprelease.datasets import census_like
 from dprelease.encoding import Encoder, column_dtypes
 from dprelease.errors import InputError
 from dprelease.generators import make_generator
+from dprelease.generators.domain import (
+    cell_index,
+    cells_of_size,
+    public_cells,
+    refinement,
+    write_cells,
+)
 from dprelease.generators.marginals import IndependentMarginals
 from dprelease.privacy.noise import NoiseSource
-from dprelease.schema import load_schema
+from dprelease.schema import Schema, load_schema
 
 SCHEMA = load_schema(Path(__file__).parent.parent / "data" / "census.yaml")
 ENCODER = Encoder(SCHEMA)
@@ -45,18 +52,52 @@ def test_calibration_is_columns_over_epsilon():
 def test_public_cells_come_from_the_schema():
     generator = IndependentMarginals(ENCODER, epsilon=1.0, bins=32)
     cells = generator.config()["cells_per_column"]
-    # age has 74 integer values > 32 bins; education 21 values -> one cell each;
-    # capital_gain is nullable: 32 bins + missing; categoricals: their categories.
+    # age has 74 integer values > 32 bins: 32 bins + its bounds' own cells; education 21
+    # values -> one cell each; capital_gain is nullable: 32 bins + missing; categoricals:
+    # their categories.
     assert cells == {
-        "age": 32,
+        "age": 34,
         "education": 21,
-        "hours": 32,
+        "hours": 34,
         "sex": 2,
         "region": 4,
         "wage": 32,
         "capital_gain": 33,
         "high_earner": 2,
     }
+
+
+def test_an_integer_columns_bounds_get_cells_of_their_own():
+    """An integer column with more values than bins: each bound's integer alone in a cell
+    (decoding a bound cell gives the bound only, its neighbour never does), the same split at
+    every number of bins so the cells nest, the measurement's size rebuilds them, and the
+    evaluation metric's equal-width cells and small domains are unchanged."""
+    def column(spec):  # noqa: ANN001, ANN202
+        schema = Schema.model_validate({"dataset": "t", "max_rows": 1000,
+                                        "budget": {"epsilon": 1.0, "delta": 1e-6},
+                                        "columns": {"x": spec}})  # fmt: skip
+        return Encoder(schema), Encoder(schema).columns[0]
+
+    encoder, visits = column({"type": "integer", "min": 0, "max": 200, "nullable": True})
+    cells = public_cells(visits, 16)
+    assert cells.size == 16 + 2 + 1  # bins, the two bounds, missing
+    rng = np.random.default_rng(0)
+    out = np.zeros((4000, encoder.width))
+    chosen = np.repeat([0, 1, 16, 17], 1000)
+    write_cells(out, cells, chosen, rng)
+    decoded = encoder.decode(out)["x"].to_numpy()
+    assert set(decoded[:1000]) == {0} and set(decoded[3000:]) == {200}
+    assert 0 not in set(decoded[1000:2000]) and 200 not in set(decoded[2000:3000])
+    assert decoded[1000:2000].min() == 1 and decoded[2000:3000].max() == 199
+    assert (cell_index(cells, out) == chosen).all()  # decoding never leaves the cell
+    fine = public_cells(visits, 64)
+    assert refinement(fine, cells).tolist()[:2] == [0, 1] and refinement(fine, cells)[-2] == 17
+    assert np.array_equal(cells_of_size(visits, cells.size).edges, cells.edges)
+    assert public_cells(visits, 10, equal_width=True).size == 11  # the metric's cells
+    _, small = column({"type": "integer", "min": 0, "max": 10})
+    assert public_cells(small, 16).points is not None  # one cell per value, as before
+    _, seventeen = column({"type": "integer", "min": 0, "max": 16})
+    assert public_cells(seventeen, 16).size == 16  # span = bins: no split (0 is alone already)
 
 
 def test_every_cell_of_every_histogram_gets_noise_even_if_empty():

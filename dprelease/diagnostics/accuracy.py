@@ -70,7 +70,7 @@ import numpy as np
 import pandas as pd
 
 from dprelease.generators.base import Measurement
-from dprelease.generators.domain import cell_index, public_cells
+from dprelease.generators.domain import cell_index, cells_of_size
 
 if TYPE_CHECKING:
     from dprelease.encoding import Encoder
@@ -193,8 +193,8 @@ def cell_crowding(
         if column is None or column.is_categorical:
             continue
         value_cells = m.cells - int(column.spec.nullable)
-        cells = public_cells(column, value_cells)
-        if cells.size != m.cells or cells.points is not None or value_cells < 1 / CROWDED_FRACTION:
+        cells = cells_of_size(column, m.cells)
+        if cells is None or cells.points is not None or value_cells < 1 / CROWDED_FRACTION:
             continue
         counts = np.bincount(cell_index(cells, synthetic), minlength=cells.size)[:value_cells]
         order = np.argsort(counts)[::-1]

@@ -7,8 +7,9 @@ marginals, McKenna et al. 2019, with MST's noisy structure selection, McKenna et
 0. count: the number of rows, with 1 % of the budget; it chooses the one-way cells
    (`pgm_cells`);
 1. one-way: the histogram of every column over its FINE public cells (`domain.public_cells`,
-   16 bins for a numeric column, one cell per value for an integer domain of at most 16
-   values; up to 64 on large tables, `pgm_cells`), a numeric column's cells smoothed with a
+   16 bins for a numeric column, plus an integer column's two bounds in cells of their own,
+   one cell per value for an integer domain of at most 16 values; up to 64 on large
+   tables, `pgm_cells`), a numeric column's cells smoothed with a
    kernel chosen by Stein's unbiased risk estimate, a feature's empty tails set to zero on
    64 or 32 cells, projected onto the simplex of its noisy total (`pgm_one_way`);
 2. selection (three or more features): every pair of features at 4 x 4 coarse cells, and

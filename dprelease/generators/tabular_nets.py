@@ -79,6 +79,16 @@ def mlp(
     return nn.Sequential(*layers)
 
 
+def _float32_at_or_above(edges: np.ndarray) -> np.ndarray:
+    """The smallest float32 at or above each edge: a value written at a cell's lower edge
+    then lies in that cell for `cell_index` (float64), also where the edge is not a float32
+    (an integer column's bound cells end half an integer in, `domain.bound_split_edges`)."""
+    rounded = np.asarray(edges, dtype=np.float32)
+    below = rounded < np.asarray(edges)
+    rounded[below] = np.nextafter(rounded[below], np.float32(np.inf))
+    return rounded
+
+
 class _NumericHead(nn.Module):
     """Cell one-hot and value of one numeric column (buffers: the public cell geometry)."""
 
@@ -88,7 +98,7 @@ class _NumericHead(nn.Module):
         self.size = cells.size
         self.nullable = cells.column.missing_index is not None
         self.has_offset = cells.points is None
-        edges = torch.as_tensor(cells.edges, dtype=torch.float32)
+        edges = torch.as_tensor(_float32_at_or_above(cells.edges))
         low = edges[:-1] if cells.points is None else torch.as_tensor(cells.points).float()
         width = edges[1:] - edges[:-1] if cells.points is None else torch.zeros_like(low)
         self.register_buffer("low", low, persistent=False)
