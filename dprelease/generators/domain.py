@@ -87,8 +87,8 @@ def bound_split_edges(span: int, bins: int) -> np.ndarray:
 
     Integer columns keep their point masses at the bounds: a count's zeros (AER's NMES1988,
     bounds 0-200 on 32 cells of about 6 integers: the zeros of visits to a non-physician,
-    68 % of the rows, came out as 13 %, drawn uniformly among 0-6 in their cell, and the mean
-    at 4.4x the real one) and values top-coded or clipped at a bound. The extra edges sit half
+    68 % of the rows, came out as 13 %, drawn uniformly among 0-6 in their cell; 67-69 % with
+    these cells) and values top-coded or clipped at a bound. The extra edges sit half
     an integer inside each bound, as `log_edges`' do, and are the same at every `bins`, so
     the cells at `bins` nest in those at 2 `bins` (`refinement`). Public: the bounds and
     `bins` only."""
