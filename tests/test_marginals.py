@@ -96,6 +96,8 @@ def test_an_integer_columns_bounds_get_cells_of_their_own():
     assert public_cells(visits, 10, equal_width=True).size == 11  # the metric's cells
     _, small = column({"type": "integer", "min": 0, "max": 10})
     assert public_cells(small, 16).points is not None  # one cell per value, as before
+    _, sixteen = column({"type": "integer", "min": 0, "max": 15})
+    assert cells_of_size(sixteen, 16).points is not None  # its 16 values, not 14 bins + 2
     _, seventeen = column({"type": "integer", "min": 0, "max": 16})
     assert public_cells(seventeen, 16).size == 16  # span = bins: no split (0 is alone already)
 

@@ -240,7 +240,7 @@ def test_log_spacing_gives_the_low_integers_cells_of_their_own():
     assert np.bincount(cell_index(equal, encoder.encode(values))).max() <= 13
 
 
-def test_pgm_keeps_the_zeros_of_a_log_spaced_count_column(seeded_noise):
+def test_pgm_keeps_the_zeros_of_a_count_column(seeded_noise):
     """A zero-inflated count bounded at 200 (70 % zeros): pgm's synthetic zero share is within
     0.03 of the real one with `spacing: log` and with equal cells, whose bound 0 has a cell
     of its own (`domain.bound_split_edges`; before it, zeros shared a cell with 1..3 and

@@ -71,10 +71,11 @@ def public_cells(column: EncodedColumn, bins: int, *, equal_width: bool = False)
 def cells_of_size(column: EncodedColumn, size: int) -> ColumnCells | None:
     """The column's public cells with `size` cells ("missing" included), rebuilt from that
     size alone (a measurement records its cells' number, not its bins): at `bins` = size
-    less the missing cell and the `BOUND_CELLS` an integer column may add, else without
-    them; None when neither has that size."""
+    less the missing cell, else less the `BOUND_CELLS` an integer column may add too (in
+    that order: an integer column of 0..15 measured on its 16 values must not come back as
+    14 bins plus its bounds); None when neither has that size."""
     values = size - int(column.spec.nullable)
-    for bins in (values - BOUND_CELLS, values):
+    for bins in (values, values - BOUND_CELLS):
         if bins >= 1 and (cells := public_cells(column, bins)).size == size:
             return cells
     return None
