@@ -14,6 +14,10 @@ are (they only confirm a choice). The 28k-row wage table (CPS1988) is a confirma
 HousePrices (546 rows, added 2026-11-26) confirms rules that act only on a few hundred rows.
 AER's Affairs (601 rows, extra, added 2026-11-26) is a survey whose numeric columns are
 codes: `affairs` declares their codebooks (`values`), `affairs-bounds` only their bounds.
+Confirmation tables added later, each used only to confirm: ISLR's Wage and AER's NMES1988
+(2026-11-26), AER's RecreationDemand (659 rows, a heavy-tailed count target) and COUNT's
+rwm5yr (19,609 person-years, a categorical target, visit counts bounded far above their
+rows; 2026-11-27).
 """
 
 from __future__ import annotations
@@ -56,8 +60,11 @@ SOURCES = {
     "affairs-bounds": Source("AER", "Affairs", CONFIRMATION),
     "islrwage": Source("ISLR", "Wage", CONFIRMATION),
     "nmes1988": Source("AER", "NMES1988", CONFIRMATION),
+    "recreation": Source("AER", "RecreationDemand", CONFIRMATION),
+    "rwm5yr": Source("COUNT", "rwm5yr", CONFIRMATION),
 }
-EXTRA = ("diabetes", "breast", "randhie", "affairs", "affairs-bounds", "islrwage", "nmes1988")
+EXTRA = ("diabetes", "breast", "randhie", "affairs", "affairs-bounds", "islrwage", "nmes1988",
+         "recreation", "rwm5yr")  # fmt: skip
 STUDY = tuple(name for name in SOURCES if name not in EXTRA)
 
 
