@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from dprelease.diagnostics.accuracy import (
@@ -17,7 +18,9 @@ from dprelease.diagnostics.accuracy import (
     crowded,
     expected_tvd,
     grade,
+    moved_means,
     verdict,
+    weak_cells,
 )
 from dprelease.generators.base import Measurement
 
@@ -191,4 +194,64 @@ def test_crowded_columns_are_numeric_columns_with_their_rows_in_a_few_wide_cells
         "`delay`: 90 % of the synthetic rows lie in at most an eighth of the column's cells, "
         "inside which values are drawn apart from the other columns, so relations finer than "
         "a cell are lost; bounds closer to where the rows are give finer cells there"
+    ]
+
+
+def test_weak_cells_name_a_mean_that_rests_on_cells_the_noise_can_fill():
+    """A count with a few synthetic rows far out, in a cell whose count under the synthetic
+    shares is below 2 noise SDs: its mean with and without them, and the verdict names it;
+    the same rows under little noise, or a column without such rows, are not named."""
+    from dprelease.encoding import Encoder
+    from dprelease.schema import Schema
+
+    schema = Schema.model_validate({
+        "dataset": "t", "max_rows": 10_000, "budget": {"epsilon": 1.0, "delta": 1e-6},
+        "columns": {
+            "visits": {"type": "integer", "min": 0, "max": 200, "nullable": True},
+            "spread": {"type": "continuous", "min": 0, "max": 100},
+        },
+    })  # fmt: skip
+    encoder = Encoder(schema)
+    n = 10_000  # 95 % zeros, 4.5 % in 1-12 (one cell), 0.5 % at 150 (another)
+    visits = np.repeat([0, 6, 150], [9_500, 450, 50])
+    spread = np.linspace(0.0, 100.0, n)
+    encoded = encoder.encode(pd.DataFrame({
+        "visits": pd.array(visits, dtype="Int64"), "spread": spread}))  # fmt: skip
+    total = 5_000.0  # the 150s' cell holds 25 rows under the synthetic shares
+
+    def check(std: float) -> dict:
+        measurements = [Measurement(("visits",), 19, "gaussian", std, total),
+                        Measurement(("spread",), 16, "gaussian", std, total)]  # fmt: skip
+        return weak_cells(encoder, encoded, measurements)
+
+    noisy = check(20.0)  # 2 SDs = 40 > 25: weak
+    assert list(noisy) == ["visits", "spread"]
+    assert all(set(record) == set(noisy["visits"]) for record in noisy.values())
+    record = noisy["visits"]
+    assert record["weak_cells"] == 16  # the 150s' cell and the 15 empty ones
+    assert record["rows_in_weak_cells"] == pytest.approx(0.005)
+    assert record["mean"] == pytest.approx(visits.mean(), rel=1e-6)
+    assert record["mean_without_weak_cells"] == pytest.approx(visits[:9_950].mean(), rel=1e-6)
+    assert record["weak_cells_move_mean"]
+    assert not noisy["spread"]["weak_cells_move_mean"]  # 625 rows a cell: none weak
+    assert noisy["spread"]["weak_cells"] == 0
+    assert moved_means({"weak_cells": noisy}) == ["visits"]
+    quiet = check(1.0)["visits"]  # 25 rows > 2 SDs: the far cell is resolved
+    assert quiet["mean_without_weak_cells"] == pytest.approx(quiet["mean"])
+    assert not quiet["weak_cells_move_mean"]
+    drowned = check(10_000.0)  # every cell weak: nothing to compare with, named
+    assert drowned["visits"]["mean_without_weak_cells"] is None
+    assert drowned["visits"]["weak_cells_move_mean"]
+    empty = encoded.copy()  # no value in the synthetic rows: the same keys, nothing named
+    empty[:, encoder.columns[0].missing_index] = 1.0
+    none = weak_cells(encoder, empty, [Measurement(("visits",), 19, "gaussian", 20.0, total)])
+    assert set(none["visits"]) == set(record) and none["visits"]["mean"] is None
+    assert not none["visits"]["weak_cells_move_mean"]
+    judged = verdict(grade([one_way(1.0)]), {**ROWS, "weak_cells": noisy}, "good", None)
+    assert judged["verdict"] == CAUTION
+    assert judged["reasons"] == [
+        "`visits`: synthetic rows in cells whose DP counts are within 2 noise standard "
+        "deviations of zero, cells the noise alone can fill, move the column's mean by more "
+        "than a quarter of a standard deviation of its other rows: its mean and its far "
+        "values are not reliable; bounds closer to where the rows are leave fewer such cells"
     ]

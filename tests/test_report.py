@@ -363,6 +363,35 @@ def test_crowded_columns_are_named_with_their_cells(manifest):
     assert not any(line.startswith("`education`") for line in lines)  # not crowded
 
 
+def test_a_mean_resting_on_weak_cells_is_named_with_both_means(manifest):
+    """The release records each numeric column's weak cells and its mean with and without
+    them (`diagnostics.accuracy.weak_cells`); the report names the columns whose mean they
+    move, with both means."""
+    from dprelease.release.report.accuracy import usable_section
+
+    weak = manifest["accuracy"]["synthetic_rows"]["weak_cells"]
+    assert {"wage", "capital_gain"} <= set(weak)  # every numeric column
+    keys = {"weak_cells", "rows_in_weak_cells", "mean", "mean_without_weak_cells",
+            "weak_cells_move_mean"}  # fmt: skip
+    assert all(set(record) == keys for record in weak.values())
+    edited = json.loads(json.dumps(manifest))
+    edited["accuracy"]["synthetic_rows"]["weak_cells"] = {
+        "wage": {"weak_cells": 40, "rows_in_weak_cells": 0.0123, "mean": 812.4,
+                 "mean_without_weak_cells": 640.55, "weak_cells_move_mean": True},
+        "hours": {"weak_cells": 16, "rows_in_weak_cells": 1.0, "mean": 40.2,
+                  "mean_without_weak_cells": None, "weak_cells_move_mean": True},
+        "age": {"weak_cells": 0, "rows_in_weak_cells": 0.0, "mean": 41.0,
+                "mean_without_weak_cells": 41.0, "weak_cells_move_mean": False},
+    }  # fmt: skip
+    lines = usable_section(edited)
+    wage = next(line for line in lines if line.startswith("`wage`: 1.2%"))
+    assert "lie in 40 cells whose DP counts are within 2 noise standard deviations" in wage
+    assert "its synthetic mean is 812.4, and 640.5 without them." in wage
+    hours = next(line for line in lines if line.startswith("`hours`: 100.0%"))
+    assert "its synthetic mean is 40.2, and no cell of it is counted above that." in hours
+    assert not any(line.startswith("`age`") for line in lines)
+
+
 def test_the_recorded_precision_names_each_continuous_columns_steps(manifest):
     """The steps `pgm` measured (`generators.lattice`) are in the manifest and the report
     names them with their shares, and the continuous columns where none stood out; a

@@ -29,6 +29,22 @@ estimator: credit card TVD1/2/3 0.0613/0.126/0.201 -> 0.0626/0.125/0.196 and bet
 (thresholds up to 1 SD; up to 2 SDs alike): SURE weighs squared count errors, and on
 Boston's multimodal columns (indus, tax, zn) it zeroed small real cells that the one-way
 TVD counts in full. A method that makes an estimate worse is not a default.
+
+Tried and not adopted (2026-11-27): stray runs. After the projection, a feature's run of
+positive refined cells apart from its heaviest run whose noisy sum was below 2.5 noise SDs of
+that sum was set to zero (noise spikes far out in an empty tail: on AER's NMES1988, counts
+bounded at 200, three of the counts kept 1.9-2 % of their shares in such runs of 1-2 cells,
+one split). Paired against this estimator (the same seeded test noise per split), TVD1/2/3:
+NMES1988 -0.0035/-0.0069/-0.0098 (+- 0.0005/0.0008/0.0009, 10 splits), diamonds -0.0007/
+-0.0015/-0.0027, ISLR Wage -0.0004/-0.0011/-0.0019 (5 splits; the small tables have no
+refined cells), and on COUNT's rwm5yr the synthetic mean of doctor visits 4.72 -> 3.38
+(real 3.18; one release each); but NMES1988's target model got worse, weighted beta-MSE
++0.0108 +- 0.0033 (+71 %) and TSTR -0.099 +- 0.045 (10 splits), at 2 SDs +0.0036 +- 0.0015
+and -0.072. Its real
+least-squares coefficients rest on a few rows with large visit counts; the spurious far rows,
+whose target values come from the same coarse cells, happened to imitate them, and a body
+without any far rows gives steeper slopes. The report now names the columns whose mean rests
+on such cells instead (`diagnostics.accuracy.weak_cells`).
 """
 
 from __future__ import annotations

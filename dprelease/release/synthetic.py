@@ -30,7 +30,7 @@ import numpy as np
 
 from dprelease import weights as weight_methods
 from dprelease.diagnostics import PsisResult, diagnose_weights, require_reliable
-from dprelease.diagnostics.accuracy import cell_crowding, collapse, grade, verdict
+from dprelease.diagnostics.accuracy import cell_crowding, collapse, grade, verdict, weak_cells
 from dprelease.diagnostics.psis import normalised_weights
 from dprelease.generators.base import CountsGenerator, FittedGenerator, Measurement
 from dprelease.io.stream import Scan, StreamingInput, chunk_rows_for, load_validated
@@ -167,6 +167,7 @@ def synthetic_bundle(
         accuracy["measured_precision"] = outcome.precision
     rows = collapse(synthetic, plan.schema.public_dict()["columns"])
     rows["cell_crowding"] = cell_crowding(plan.encoder, outcome.synthetic, outcome.measurements)
+    rows["weak_cells"] = weak_cells(plan.encoder, outcome.synthetic, outcome.measurements)
     chi2 = (outcome.estimate.details.get("calibration") or {}).get("chi2_weighted_per_df")
     judged = verdict(accuracy, rows, diagnostics.verdict, chi2)
     table = synthetic.assign(

@@ -6,7 +6,14 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from dprelease.diagnostics.accuracy import FAIR_TVD, GOOD_TVD, USABLE, crowded
+from dprelease.diagnostics.accuracy import (
+    FAIR_TVD,
+    GOOD_TVD,
+    USABLE,
+    WEAK_SDS,
+    crowded,
+    moved_means,
+)
 
 SHOWN_MARGINALS = 12
 GRADE_TEXT = {
@@ -168,5 +175,18 @@ def _rows_lines(rows: dict, schema_columns: dict) -> list[str]:
             "cells there"
             + (" (or, as its rows sit near `min`, `spacing: log`, which gives its low values "
                "cells of their own)." if count else ".")  # fmt: skip
+        )
+    for column in moved_means(rows):
+        record = rows["weak_cells"][column]
+        kept = record["mean_without_weak_cells"]
+        lines.append(
+            f"`{column}`: {record['rows_in_weak_cells']:.1%} of its synthetic rows lie in "
+            f"{record['weak_cells']} cells whose DP counts are within {WEAK_SDS:g} noise "
+            "standard deviations of zero (cells the noise alone can fill, whether or not real "
+            f"rows are there); its synthetic mean is {record['mean']:.4g}, "
+            + (f"and {kept:.4g} without them" if kept is not None else "and no cell of it is "
+               "counted above that")  # fmt: skip
+            + f". Means, sums and far values of `{column}` rest on those rows: bounds in the "
+            "schema closer to where its rows are leave fewer such cells."
         )
     return [*lines, ""]
