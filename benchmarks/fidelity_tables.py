@@ -17,7 +17,8 @@ codes: `affairs` declares their codebooks (`values`), `affairs-bounds` only thei
 Confirmation tables added later, each used only to confirm: ISLR's Wage and AER's NMES1988
 (2026-11-26), AER's RecreationDemand (659 rows, a heavy-tailed count target) and COUNT's
 rwm5yr (19,609 person-years, a categorical target, visit counts bounded far above their
-rows; 2026-11-27).
+rows) and COUNT's medpar (1,495 hospital stays, length of stay as a count target; all
+2026-11-27).
 """
 
 from __future__ import annotations
@@ -62,9 +63,10 @@ SOURCES = {
     "nmes1988": Source("AER", "NMES1988", CONFIRMATION),
     "recreation": Source("AER", "RecreationDemand", CONFIRMATION),
     "rwm5yr": Source("COUNT", "rwm5yr", CONFIRMATION),
+    "medpar": Source("COUNT", "medpar", CONFIRMATION),
 }
 EXTRA = ("diabetes", "breast", "randhie", "affairs", "affairs-bounds", "islrwage", "nmes1988",
-         "recreation", "rwm5yr")  # fmt: skip
+         "recreation", "rwm5yr", "medpar")  # fmt: skip
 STUDY = tuple(name for name in SOURCES if name not in EXTRA)
 
 

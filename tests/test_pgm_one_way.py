@@ -1,4 +1,5 @@
-"""The `pgm` generator's one-way shares (`generators/pgm_one_way.py`): empty tails.
+"""The `pgm` generator's one-way shares (`generators/pgm_one_way.py`): empty tails, stray
+runs.
 
 Every noisy histogram here is test noise from a seeded generator, so the assertions are
 deterministic."""
@@ -17,6 +18,7 @@ from dprelease.generators.pgm_one_way import (
     project_to_simplex,
     simplex_shift,
     smoothed_counts,
+    stray_runs,
 )
 from dprelease.schema import Schema
 
@@ -44,21 +46,32 @@ def test_a_long_empty_tail_loses_the_noise_the_projection_kept():
     (far from every real row: a skewed column's mean moves by much more than that); with
     it, a quarter of that is left, and the shares are closer to the truth (40 seeded
     histograms)."""
-    true = _skewed()
-    rng = np.random.default_rng(0)
-    kept_before, kept_after, error_before, error_after = [], [], [], []
-    for _ in range(40):
-        noisy = true + rng.normal(0, STD, CELLS)
-        before = denoised_shares(noisy, 8000.0, STD, CELLS, trim_tails=False)
-        after = denoised_shares(noisy, 8000.0, STD, CELLS)
-        assert before.sum() == pytest.approx(1.0) and after.sum() == pytest.approx(1.0)
-        kept_before.append(before[20:].sum())
-        kept_after.append(after[20:].sum())
-        error_before.append(np.abs(before - true / 8000).sum() / 2)
-        error_after.append(np.abs(after - true / 8000).sum() / 2)
+    kept_before, kept_after, error_before, error_after = _with_and_without(
+        _skewed(), 20, {"trim_tails": False}, {}, seed=0
+    )
     assert np.mean(kept_before) > 0.015
     assert np.mean(kept_after) < 0.3 * np.mean(kept_before)
     assert np.mean(error_after) < 0.95 * np.mean(error_before)
+
+
+def _with_and_without(
+    true: np.ndarray, far: int, before: dict, after: dict, *, seed: int
+) -> tuple[list[float], list[float], list[float], list[float]]:
+    """40 seeded noisy histograms of `true`, denoised with the options `before` and `after`:
+    each one's shares from cell `far` on, and its TVD from the truth."""
+    rng = np.random.default_rng(seed)
+    total = float(true.sum())
+    far_before, far_after, error_before, error_after = [], [], [], []
+    for _ in range(40):
+        noisy = true + rng.normal(0, STD, true.size)
+        shares = [denoised_shares(noisy, total, STD, true.size, **options)
+                  for options in (before, after)]  # fmt: skip
+        assert all(s.sum() == pytest.approx(1.0) for s in shares)
+        far_before.append(shares[0][far:].sum())
+        far_after.append(shares[1][far:].sum())
+        error_before.append(np.abs(shares[0] - true / total).sum() / 2)
+        error_after.append(np.abs(shares[1] - true / total).sum() / 2)
+    return far_before, far_after, error_before, error_after
 
 
 def test_real_rows_in_the_tail_and_short_runs_are_kept():
@@ -89,40 +102,78 @@ def test_pure_noise_is_not_trimmed_to_nothing():
     assert empty_tails(np.array([100.0, 0, 0, 0, 0, 0, 0, 0, 0, 0]), 0.0, 0.0) == (0, 0)
 
 
+def _count() -> np.ndarray:
+    """A count target's histogram: 4,000 rows in the first 6 of 34 cells (a zero, then
+    decaying), the other 28 empty."""
+    return np.concatenate([[1500.0, 1400, 700, 280, 90, 30], np.zeros(28)])
+
+
+def test_stray_runs_far_from_a_counts_body_are_dropped():
+    """The noise leaves about 1.7 % of a count's rows in cells far beyond every real row;
+    with the stray runs dropped a seventh of that is left (runs joined to the body stay),
+    and the one-way shares are closer to the truth (40 seeded histograms)."""
+    far_before, far_after, error_before, error_after = _with_and_without(
+        _count(), 8, {"trim_tails": False}, {"trim_tails": False, "drop_strays": True}, seed=5
+    )
+    assert np.mean(far_before) > 0.01
+    assert np.mean(far_after) < 0.2 * np.mean(far_before)
+    assert np.mean(error_after) < 0.8 * np.mean(error_before)
+
+
+def test_a_real_cluster_apart_from_the_body_is_not_a_stray():
+    """A separated cluster holding well over 2.5 noise SDs of rows (a heap at a top code) is
+    kept; a lone cell below that is dropped; a single run (the body alone) or no noise
+    drops nothing."""
+    shares = np.array([0.5, 0.3, 0.0, 0.0, 0.1, 0.0, 0.05, 0.05])
+    noisy = np.array([500.0, 300.0, -10.0, 5.0, 100.0, -3.0, 30.0, 30.0])
+    assert stray_runs(shares, noisy, 20.0) == [(6, 8)]  # 60 < 2.5 x 20 x sqrt(2) = 70.7
+    assert stray_runs(shares, noisy, 10.0) == []  # 60 > 35.4, 100 > 25: both real
+    assert stray_runs(np.array([0.5, 0.5, 0.0]), np.array([50.0, 50.0, 1.0]), 20.0) == []
+    assert stray_runs(shares, noisy, 0.0) == []
+
+
+def _schema(target: dict) -> Schema:
+    bounded = {"type": "continuous", "min": 0, "max": 100}
+    return Schema.model_validate({
+        "dataset": "t", "max_rows": 100_000, "budget": {"epsilon": 10.0, "delta": 1e-5},
+        "target": "y",
+        "columns": {"x": bounded, "y": target,
+                    "g": {"type": "categorical", "categories": ["a", "b"]}},
+    })  # fmt: skip
+
+
 def test_pgm_trims_refined_features_only(seeded_noise, monkeypatch):
     """In `pgm`, a feature on refined cells (20,000 rows: 64 cells) has its empty tails
-    trimmed, never the target, and on a few hundred rows (the base 16 cells) no column.
-    Seeded test noise."""
-    flags = []
+    trimmed, never the target, and on a few hundred rows (the base 16 cells) no column;
+    stray runs are dropped from an integer target wider than its cells only (a count bounded
+    at 200, not one of 0-9 with a cell per value, nor a continuous target). Seeded test
+    noise."""
+    trims, strays = [], []
     original = pgm.denoised_shares
 
-    def recording(*args, trim_tails=True):
-        flags.append(trim_tails)
-        return original(*args, trim_tails=trim_tails)
+    def recording(*args, trim_tails=True, drop_strays=False):
+        trims.append(trim_tails)
+        strays.append(drop_strays)
+        return original(*args, trim_tails=trim_tails, drop_strays=drop_strays)
 
     monkeypatch.setattr(pgm, "denoised_shares", recording)
-    bounded = {"type": "continuous", "min": 0, "max": 100}
-    schema = Schema.model_validate(
-        {
-            "dataset": "t",
-            "max_rows": 100_000,
-            "budget": {"epsilon": 10.0, "delta": 1e-5},
-            "target": "y",
-            "columns": {
-                "x": bounded,
-                "y": bounded,
-                "g": {"type": "categorical", "categories": ["a", "b"]},
-            },
-        }
-    )
-    encoder = Encoder(schema)
+    encoder = Encoder(_schema({"type": "continuous", "min": 0, "max": 100}))
     rng = np.random.default_rng(4)
     for rows, expected in ((20_000, [True, False, False]), (300, [False, False, False])):
-        flags.clear()
+        trims.clear()
+        strays.clear()
         x = rng.exponential(2.0, rows).clip(0, 20)
         real = pd.DataFrame({"x": x, "y": x + rng.exponential(1.0, rows), "g": "a"})
         generator = make_generator("pgm", encoder, 1.0, 1e-6)
         fitted = generator.fit(encoder.encode(real), seeded_noise(5))
-        assert flags == expected
+        assert trims == expected
+        assert strays == [False, False, False]
         refined = [c.size for c in fitted.state.cells]
         assert refined == ([64, 64, 2] if rows == 20_000 else [16, 16, 2])
+    for top, expected in ((200, [False, True, False]), (9, [False, False, False])):
+        counts = Encoder(_schema({"type": "integer", "min": 0, "max": top}))
+        strays.clear()
+        real = pd.DataFrame({"x": rng.exponential(2.0, 300).clip(0, 20),
+                             "y": rng.geometric(0.5, 300).clip(1, 10) - 1, "g": "a"})  # fmt: skip
+        make_generator("pgm", counts, 1.0, 1e-6).fit(counts.encode(real), seeded_noise(6))
+        assert strays == expected

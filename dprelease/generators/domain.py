@@ -47,6 +47,13 @@ class ColumnCells:
             return self.column.width
         return len(self.edges) - 1 + int(self.column.spec.nullable)
 
+    @property
+    def wide_integer(self) -> bool:
+        """An integer column whose cells hold several integers each (its public bounds span
+        more values than it has cells: a count bounded far above most of its rows)."""
+        spec = self.column.spec
+        return isinstance(spec, IntegerColumn) and self.edges is not None and self.points is None
+
 
 def public_cells(column: EncodedColumn, bins: int, *, equal_width: bool = False) -> ColumnCells:
     """The cells of a column from its schema spec and the public number of bins; an integer

@@ -11,7 +11,8 @@ marginals, McKenna et al. 2019, with MST's noisy structure selection, McKenna et
    one cell per value for an integer domain of at most 16 values; up to 64 on large
    tables, `pgm_cells`), a numeric column's cells smoothed with a
    kernel chosen by Stein's unbiased risk estimate, a feature's empty tails set to zero on
-   64 or 32 cells, projected onto the simplex of its noisy total (`pgm_one_way`);
+   64 or 32 cells, projected onto the simplex of its noisy total, a count target's stray
+   runs far from its body set to zero (`pgm_one_way`);
 2. selection (three or more features): every pair of features at 4 x 4 coarse cells, and
    the target (in its m_y groups, round 3) x every feature at 4 coarse cells; the maximum
    spanning tree of the pairs' noisy mutual information is the features' tree, rooted at
@@ -247,9 +248,9 @@ class PrivateGraphicalModel(CountsGenerator):
         trims = [j != self.target and c.size > self.cells[j].size for j, c in enumerate(grid.cells)]
         one_way = [
             denoised_shares(c, total, std, 0 if cells.edges is None else len(cells.edges) - 1,
-                            trim_tails=trim)  # fmt: skip
-            for c, cells, trim in zip(one_way_noisy, grid.cells, trims, strict=True)
-        ]
+                            trim_tails=trim, drop_strays=j == self.target and cells.wide_integer)
+            for j, (c, cells, trim) in enumerate(zip(one_way_noisy, grid.cells, trims, strict=True))
+        ]  # fmt: skip
         by_target = {
             j: grid.coarsen(t, {1: j})
             for j, t in zip(self.features, counts[d : d + len(self.features)], strict=True)
