@@ -121,13 +121,13 @@ def test_stray_runs_far_from_a_counts_body_are_dropped():
 
 
 def test_a_real_cluster_apart_from_the_body_is_not_a_stray():
-    """A separated cluster holding well over 2.5 noise SDs of rows (a heap at a top code) is
-    kept; a lone cell below that is dropped; a single run (the body alone) or no noise
-    drops nothing."""
+    """A separated cluster holding well over z noise SDs of rows (a heap at a top code) is
+    kept, a pair of cells below that dropped (z = 3.02 for 8 cells at `STRAY_LEVEL` 1 %);
+    a single run (the body alone) or no noise drops nothing."""
     shares = np.array([0.5, 0.3, 0.0, 0.0, 0.1, 0.0, 0.05, 0.05])
     noisy = np.array([500.0, 300.0, -10.0, 5.0, 100.0, -3.0, 30.0, 30.0])
-    assert stray_runs(shares, noisy, 20.0) == [(6, 8)]  # 60 < 2.5 x 20 x sqrt(2) = 70.7
-    assert stray_runs(shares, noisy, 10.0) == []  # 60 > 35.4, 100 > 25: both real
+    assert stray_runs(shares, noisy, 20.0) == [(6, 8)]  # 60 < 3.02 x 20 x sqrt(2) = 85; 100 > 60
+    assert stray_runs(shares, noisy, 10.0) == []  # 60 > 43, 100 > 30: both real
     assert stray_runs(np.array([0.5, 0.5, 0.0]), np.array([50.0, 50.0, 1.0]), 20.0) == []
     assert stray_runs(shares, noisy, 0.0) == []
 
