@@ -9,6 +9,7 @@ import io
 import json
 import re
 import tempfile
+from itertools import combinations
 from pathlib import Path
 
 import numpy as np
@@ -139,6 +140,21 @@ def test_uniform_weights_report_bounded_weights(tmp_path):
     text = (directory / "report.md").read_text()
     assert "| k-hat | none (the largest weights are all equal" in text
     assert "Warning" not in text  # uniform weights change no summary
+    # flat weights are said to be flat, never "good" (a "not usable" release read "good")
+    assert "| weights' verdict | flat: every row has weight 1, so the weights correct" in text
+    assert "good:" not in text
+
+
+def test_flat_calibration_weights_say_why_in_plain_words(manifest):
+    from dprelease.release.report.synthetic import _verdict_text
+
+    flat = {"flat_reason": "noisy count within the noise"}
+    weights = {"method": "calibration", "calibration": flat}
+    text = _verdict_text(weights, "good")
+    assert text.startswith("flat: every row has weight 1") and "good" not in text
+    assert "the DP row count is within a few noise standard deviations of zero" in text
+    fitted = {"method": "calibration", "calibration": {"flat_reason": None}}
+    assert _verdict_text(fitted, "good").startswith("good: the weights' tail is light")
 
 
 def test_calibration_weights_say_what_they_were_calibrated_to(tmp_path):
@@ -388,7 +404,7 @@ def test_a_mean_resting_on_weak_cells_is_named_with_both_means(manifest):
     assert "lie in 40 cells whose DP counts are within 2 noise standard deviations" in wage
     assert "its synthetic mean is 812.4, and 640.5 without them." in wage
     hours = next(line for line in lines if line.startswith("`hours`: 100.0%"))
-    assert "its synthetic mean is 40.2, and no cell of it is counted above that." in hours
+    assert "its synthetic mean is 40.2, and every cell of it is weak, so there is no mean" in hours
     assert not any(line.startswith("`age`") for line in lines)
 
 
@@ -431,3 +447,25 @@ def test_k_hat_is_shown_to_the_hundredth_like_its_thresholds(k_hat, text):
     from dprelease.release.report.synthetic import _k_hat_text
 
     assert _k_hat_text(k_hat) == text
+
+
+def test_the_pairs_measured_together_are_listed(manifest):
+    from dprelease.release.report.accuracy import _pairs_lines, usable_section
+
+    schema = {"columns": {"a": {}, "b": {}, "c": {}, "y": {}}, "target": "y"}
+    one_way = [{"columns": [name]} for name in schema["columns"]]
+    tree = one_way + [{"columns": ["y", "a"]}, {"columns": ["y", "a", "b"]},
+                      {"columns": ["y", "b", "c"]}]  # fmt: skip
+    (line, _) = _pairs_lines(tree, schema)
+    assert line.startswith("Relations between columns: 5 of the 6 pairs of columns were")
+    assert "every column with the target `y`; and `a` × `b`, `b` × `c`." in line
+    assert "`a` × `c`" not in line
+    (line, _) = _pairs_lines(one_way, schema | {"target": None})
+    assert "none was measured, so the synthetic columns are independent" in line
+    # the default generator's release: every pair its marginals hold, and no other
+    names = list(manifest["schema"]["columns"])
+    lines = usable_section(manifest)
+    (line,) = [x for x in lines if "pairs of columns were measured together" in x]
+    held = {frozenset(p) for m in manifest["accuracy"]["marginals"]
+            for p in combinations(m["columns"], 2)}  # fmt: skip
+    assert f"{len(held)} of the {len(names) * (len(names) - 1) // 2} pairs" in line

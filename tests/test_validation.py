@@ -98,6 +98,7 @@ def test_bad_values_are_named_without_values(census_csv, tmp_path, edit, column,
     assert problem in message
     if secret:
         assert secret not in message
+    assert message.count("\n") == 0  # one problem, not another one it implies
 
 
 def test_extra_and_missing_columns(census_csv, tmp_path):

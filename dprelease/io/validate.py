@@ -77,7 +77,7 @@ def check_chunk(batch, schema: Schema, source: str, policy: InputPolicy) -> pd.D
                 problems.append(f"{source}: column {name!r} {not_in_categories(spec)}")
             continue
         numbers = column.values
-        if not spec.nullable and np.isnan(numbers).any():
+        if not spec.nullable and not column.present.all():  # not NaN: a non-number is present
             problems.append(f"{source}: column {name!r} {MISSING}")
         if on_out_of_bounds == OutOfBounds.reject:
             with np.errstate(invalid="ignore"):

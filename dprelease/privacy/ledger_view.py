@@ -113,7 +113,7 @@ def ledger_summary_lines(summary: dict) -> list[str]:
     how = "recorded with the cap" if recorded == accountant else f"recorded as {recorded}"
     lines = [
         f"cap: epsilon={cap['epsilon']:.6g}, delta={cap['delta']:.6g}; "
-        f"accountant: {accountant} ({how}; it admits every release)"
+        f"accountant: {accountant} ({how}; every release is checked against the cap with it)"
     ]
     for name, pair in summary["by_accountant"].items():
         spent, remaining = pair["spent"], pair["remaining"]

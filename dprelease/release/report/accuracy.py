@@ -5,6 +5,7 @@ the manifest only (DP outputs and public quantities)."""
 from __future__ import annotations
 
 from decimal import Decimal
+from itertools import combinations
 
 from dprelease.diagnostics.accuracy import (
     FAIR_TVD,
@@ -39,6 +40,7 @@ def usable_section(manifest: dict) -> list[str]:
         f"dominates above {FAIR_TVD:g}.",
         "",
         *_marginals_table(accuracy),
+        *_pairs_lines(accuracy["marginals"], manifest["schema"]),
         *_relations_lines(accuracy["relations"]),
         *_precision_lines(accuracy.get("measured_precision"), manifest),
         *_rows_lines(accuracy["synthetic_rows"], manifest["schema"]["columns"]),
@@ -66,6 +68,42 @@ def _marginals_table(accuracy: dict) -> list[str]:
         for m in worst
     ]
     return [*lines, ""]
+
+
+def _pairs_lines(marginals: list[dict], schema: dict) -> list[str]:
+    """Which pairs of columns some measured marginal holds together (the relations the
+    generator fitted); every other pair keeps only what passes through those."""
+    names = list(schema["columns"])
+    total = len(names) * (len(names) - 1) // 2
+    if not total or not marginals:
+        return []
+    pairs = {
+        tuple(sorted(pair, key=names.index))
+        for m in marginals if len(m["columns"]) > 1 for pair in combinations(m["columns"], 2)
+    }  # fmt: skip
+    if not pairs:
+        return [
+            "Relations between columns: none was measured, so the synthetic columns are "
+            "independent of one another.",
+            "",
+        ]
+    target = schema.get("target")
+    def order(pair: tuple[str, str]) -> tuple[int, int]:
+        return names.index(pair[0]), names.index(pair[1])
+
+    others = sorted((p for p in pairs if target not in p), key=order)
+    shown = ", ".join(f"`{a}` × `{b}`" for a, b in others)
+    if target and sum(target in p for p in pairs) == len(names) - 1:
+        which = f"every column with the target `{target}`" + (f"; and {shown}" if others else "")
+    else:
+        which = ", ".join(f"`{a}` × `{b}`" for a, b in sorted(pairs, key=order))
+    return [
+        f"Relations between columns: {len(pairs)} of the {total} pairs of columns were measured "
+        f"together: {which}. Every other pair keeps only the part of its relation that passes "
+        "through these pairs, so it is weaker than the real one or lost: check the pairs you "
+        "rely on against this list.",
+        "",
+    ]
 
 
 def _relations_lines(relations: dict) -> list[str]:
@@ -184,8 +222,8 @@ def _rows_lines(rows: dict, schema_columns: dict) -> list[str]:
             f"{record['weak_cells']} cells whose DP counts are within {WEAK_SDS:g} noise "
             "standard deviations of zero (cells the noise alone can fill, whether or not real "
             f"rows are there); its synthetic mean is {record['mean']:.4g}, "
-            + (f"and {kept:.4g} without them" if kept is not None else "and no cell of it is "
-               "counted above that")  # fmt: skip
+            + (f"and {kept:.4g} without them" if kept is not None else "and every cell of it "
+               "is weak, so there is no mean without them")  # fmt: skip
             + f". Means, sums and far values of `{column}` rest on those rows: bounds in the "
             "schema closer to where its rows are leave fewer such cells."
         )

@@ -54,7 +54,10 @@ from dprelease.release.report.figures import (
 MEAN_SHIFT_SD = 0.2
 SHARE_SHIFT = 0.05
 VERDICT_TEXT = {
-    "good": "good: weighted estimates are reliable",
+    "good": (
+        "good: the weights' tail is light, so weighted estimates are stable (this grades the "
+        "weights only; how faithful the rows are is the verdict of \"Is this release usable?\")"
+    ),
     "ok": "ok: weighted estimates are usable, with somewhat more variance",
     "unreliable": (
         "unreliable: a few rows carry most of the weight; weighted estimates are unstable and "
@@ -142,7 +145,7 @@ def _weights_section(manifest: dict, diagnostics: dict) -> list[str]:
         "twice). `log_weight` holds the raw debiased log weights before Pareto smoothing.",
         "",
         "- **k-hat** (Pareto k) measures how heavy the tail of the largest weights is: "
-        f"below {human(GOOD_K_HAT)} weighted estimates are reliable, up to "
+        f"below {human(GOOD_K_HAT)} weighted estimates are stable, up to "
         f"{human(threshold, 2)} (the threshold for {n:,} rows) usable, above it a few rows "
         "dominate them.",
         "- **ESS** (effective sample size) is the number of equally weighted rows that would "
@@ -150,7 +153,7 @@ def _weights_section(manifest: dict, diagnostics: dict) -> list[str]:
         "",
         "| diagnostic | value |",
         "| --- | --- |",
-        f"| weights' verdict | {VERDICT_TEXT.get(verdict, verdict)} |",
+        f"| weights' verdict | {_verdict_text(manifest['configuration']['weights'], verdict)} |",
         f"| k-hat | {_k_hat_text(k_hat)} (threshold {human(threshold, 2)}) |",
         f"| ESS of `weight` | {human(ess)} of {n:,} rows ({percent(ess / n)}) |",
         f"| ESS before smoothing | {human(ess_raw)} |",
@@ -172,6 +175,29 @@ def _weights_section(manifest: dict, diagnostics: dict) -> list[str]:
         *_calibration_lines(manifest["configuration"]["weights"]),
     ]
     return lines
+
+
+FLAT_REASONS = {  # calibration's flat_reason (`weights.calibration_fit`) in plain words
+    "noisy count within the noise": (
+        "the DP row count is within a few noise standard deviations of zero: the weights' "
+        "share of the budget cannot tell the rows from the noise"
+    ),
+    "no pair varies": "no two-way table the weights measure varies over the synthetic rows",
+}
+
+
+def _verdict_text(weights: dict, verdict: str) -> str:
+    """The weights' verdict; flat weights (method `none`, or calibration weights that
+    stayed flat) are said to be flat, not "good"."""
+    fit = weights.get("calibration")
+    reason = fit.get("flat_reason") if isinstance(fit, dict) else None
+    if weights.get("method") == "none" or reason:
+        why = f" ({FLAT_REASONS.get(reason, reason)})" if reason else ""
+        return (
+            f"flat: every row has weight 1, so the weights correct nothing{why}; weighted "
+            "and unweighted estimates are the same"
+        )
+    return VERDICT_TEXT.get(verdict, verdict)
 
 
 def _calibration_lines(weights: dict) -> list[str]:
@@ -201,7 +227,8 @@ def _calibration_lines(weights: dict) -> list[str]:
             "",
         ]
     if fit.get("flat_reason"):
-        lines += [f"The weights are flat: {fit['flat_reason']}.", ""]
+        reason = fit["flat_reason"]
+        lines += [f"The weights are flat: {FLAT_REASONS.get(reason, reason)}.", ""]
     elif fit.get("temper", 1.0) < 1.0:
         lines += [
             f"The fit was tempered (exponent {human(fit['temper'])}) to keep the effective "
