@@ -45,8 +45,9 @@ refinement of those coarse cells (`pooled_one_way`, post-processing; on the tuni
 Boston's TVD1/2/3 0.219/0.436/0.649 -> 0.177/0.384/0.602 with both rounds, the other tables'
 numbers in the README).
 
-Resolution: the one-way cells are chosen from the noisy count (`pgm_cells`' module
-docstring has the rule and its measurements).
+Sampling: down the tree from the target; inside its coarse cells an ordered feature is
+coupled to an ordered target by a latent Gaussian copula, its correlation near each cell the
+one the coarse table implies (`pgm_latent`): a slope finer than the cells is kept.
 
 Privacy (docs/privacy-model.md section 6). Each table is a histogram: adding or removing one
 row changes one cell by 1 (L2 and L1 sensitivity 1), whatever its resolution (a class
@@ -92,6 +93,7 @@ from dprelease.generators.pgm_model import (
     coarsen,
     coarsening,
     conditional,
+    couple,
     match_one_way,
     node_sums,
     pooled_one_way,
@@ -286,6 +288,7 @@ class PrivateGraphicalModel(CountsGenerator):
         one_way = pooled_one_way(one_way, std**2, total, sums)
         y_shares = np.ones(1) if model_y is None else coarsen(one_way[self.target], 0, model_y)
         nodes = match_one_way(nodes, one_way, y_shares)
+        nodes = couple(nodes, grid.cells, self.target, y_shares)
         edges = [(p, j) for j, p in parents.items() if p is not None]
         state = TreeModel(
             cells=grid.cells,

@@ -26,6 +26,7 @@ import numpy as np
 
 from dprelease.generators.domain import ColumnCells
 from dprelease.generators.lattice import Lattice
+from dprelease.generators.pgm_latent import coupled_scores, latent_positions, local_correlations
 from dprelease.generators.sampling import draw_rows, stratified_choice, systematic_uniforms
 
 
@@ -118,6 +119,7 @@ class Node:
     table: np.ndarray  # (y groups, parent groups or 1, column groups)
     groups: np.ndarray
     parent_groups: np.ndarray | None
+    latent_correlations: np.ndarray | None = None  # per column group: coupling (`couple`)
 
 
 @dataclass(frozen=True)
@@ -138,26 +140,33 @@ class TreeModel:
 
 
 def refine(
-    coarse: np.ndarray, groups: np.ndarray, fine_shares: np.ndarray, rng: np.random.Generator
-) -> np.ndarray:
+    coarse: np.ndarray, groups: np.ndarray, fine_shares: np.ndarray, rng: np.random.Generator,
+    scores: np.ndarray | None = None,
+) -> np.ndarray:  # fmt: skip
     """A fine cell within each drawn coarse cell, in proportion to the one-way shares
-    (stratified within each coarse cell, `systematic_uniforms`)."""
+    (stratified within each coarse cell, `systematic_uniforms`; with `scores`, the rows of a
+    coarse cell get its fine cells in the order of their scores, `pgm_latent`)."""
     within = np.where(groups[None, :] == np.arange(groups.max() + 1)[:, None], fine_shares, 0.0)
     totals = within.sum(axis=1, keepdims=True)
     uniform = (groups[None, :] == np.arange(groups.max() + 1)[:, None]).astype(float)
     within = np.where(totals > 0, within, uniform)
-    return draw_rows(within[coarse], systematic_uniforms(coarse, rng))
+    return draw_rows(within[coarse], systematic_uniforms(coarse, rng, scores))
 
 
 def sample_cells(model: TreeModel, n: int, rng: np.random.Generator) -> list[np.ndarray]:
     """Fine cells of n rows for every column, drawn down the tree; each conditional draw is
     stratified within the rows that share its condition (`systematic_uniforms`)."""
     chosen: list[np.ndarray | None] = [None] * len(model.one_way)
+    latent_y = None
     if model.target is None:
         y_coarse = np.zeros(n, dtype=np.int64)
     else:
         chosen[model.target] = stratified_choice(model.one_way[model.target], n, rng)
         y_coarse = model.target_groups[chosen[model.target]]
+        if any(node.latent_correlations is not None for node in model.nodes):
+            target = model.cells[model.target]
+            latent_y = latent_positions(model.one_way[model.target], chosen[model.target],
+                                        target.column.spec.nullable, rng)  # fmt: skip
     for node in model.nodes:
         if node.parent is None:
             parent_coarse = np.zeros(n, dtype=np.int64)
@@ -165,8 +174,37 @@ def sample_cells(model: TreeModel, n: int, rng: np.random.Generator) -> list[np.
             parent_coarse = node.parent_groups[chosen[node.parent]]
         condition = y_coarse * node.table.shape[1] + parent_coarse
         coarse = draw_rows(node.table[y_coarse, parent_coarse], systematic_uniforms(condition, rng))
-        chosen[node.column] = refine(coarse, node.groups, model.one_way[node.column], rng)
+        scores = None
+        if node.latent_correlations is not None:
+            scores = coupled_scores(node.latent_correlations[coarse], latent_y, rng)
+        chosen[node.column] = refine(coarse, node.groups, model.one_way[node.column], rng, scores)
     return chosen
+
+
+def couple(
+    nodes: list[Node], cells: list[ColumnCells], target: int | None, y_shares: np.ndarray
+) -> list[Node]:
+    """Every ordered feature's latent correlations with an ordered target near each of its
+    coarse cells (`pgm_latent.local_correlations`), from the model's coarse joint table of
+    the two, computed down the tree; a nullable column's missing cell (its last coarse
+    cell) left out. Nodes unchanged without a target or with a categorical one (no order to
+    couple to); None for a categorical feature."""
+    if target is None or cells[target].edges is None:
+        return nodes
+    target_cells = cells[target]
+    y_regular = y_shares.size - int(target_cells.column.spec.nullable)
+    joint: dict[int, np.ndarray] = {}  # column -> p(coarse y, coarse column)
+    coupled = []
+    for node in nodes:
+        parent_joint = y_shares[:, None] if node.parent is None else joint[node.parent]
+        joint[node.column] = np.einsum("yp,ypx->yx", parent_joint, node.table)
+        feature, rho = cells[node.column], None
+        if feature.edges is not None:
+            x_regular = node.table.shape[2] - int(feature.column.spec.nullable)
+            rho = np.zeros(node.table.shape[2])  # a missing cell: no coupling
+            rho[:x_regular] = local_correlations(joint[node.column][:y_regular, :x_regular])
+        coupled.append(replace(node, latent_correlations=rho))
+    return coupled
 
 
 def match_one_way(

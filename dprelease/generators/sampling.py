@@ -8,10 +8,15 @@ from __future__ import annotations
 import numpy as np
 
 
-def systematic_uniforms(keys: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+def systematic_uniforms(
+    keys: np.ndarray, rng: np.random.Generator, scores: np.ndarray | None = None
+) -> np.ndarray:
     """One uniform per row, stratified within each key: the m rows of a key get a random
     permutation of (u + i) / m, i = 0..m-1, with one u ~ U[0, 1) per key (systematic
     sampling, Madow 1949; the resampling step of Carpenter, Clifford and Fearnhead 1999).
+    With `scores`, the permutation is the rows' order by score within the key instead (the
+    row with the k-th smallest score gets (u + k) / m: `pgm_latent`'s coupling); the key's
+    uniforms, and so the cells an inverse-CDF draw gives its rows, are the same set.
 
     Every row's value is still U[0, 1) and independent of everything but its key, so a row
     drawn by inverse CDF from its key's distribution p has exactly the distribution of an
@@ -25,7 +30,8 @@ def systematic_uniforms(keys: np.ndarray, rng: np.random.Generator) -> np.ndarra
     12 ms for `np.lexsort` of (U, key), and sampling 30,000 rows takes 0.20 s in all
     (`benchmarks/release.py`)."""
     n = len(keys)
-    order = np.argsort(keys + rng.random(n))  # by key (integers), a random order within each
+    # by key (integers), then a random order within each, or the scores' order
+    order = np.argsort(keys + rng.random(n)) if scores is None else np.lexsort((scores, keys))
     ordered = keys[order]
     starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]]) if n else np.zeros(0, int)
     sizes = np.diff(np.r_[starts, n])
