@@ -11,6 +11,7 @@ import pytest
 from sqlalchemy import update
 
 from dprelease.errors import BudgetExceededError, InputError
+from dprelease.privacy import ledger as ledger_module
 from dprelease.privacy.accountants import compose_history, releases_that_fit
 from dprelease.privacy.accounting import Cap, PlannedSpend, Spend
 from dprelease.privacy.calibration import gaussian_sigma
@@ -70,8 +71,13 @@ def test_cap_refuses_and_leaves_the_ledger_unchanged(ledger_url, dataset):
     with Ledger(ledger_url) as ledger:
         ledger.reserve(dataset, CAP, "r1", [spend(2.0)])
         before = ledger.summary(dataset)
-        with pytest.raises(BudgetExceededError, match="already spent"):
+        with pytest.raises(BudgetExceededError, match="already spent") as refused:
             ledger.check_available(dataset, CAP, [spend(1.5)])
+        assert f"does not fit in what remains (`dprelease ledger show {dataset}`)" in str(
+            refused.value
+        )
+        with pytest.raises(BudgetExceededError, match="alone needs more than the dataset's"):
+            ledger.check_available(dataset, CAP, [spend(3.5)])
         with pytest.raises(BudgetExceededError, match="needs epsilon=1.5"):
             ledger.reserve(dataset, CAP, "r2", [spend(1.0), spend(0.5)])
         with pytest.raises(BudgetExceededError):
@@ -116,9 +122,22 @@ def test_the_cap_of_a_dataset_cannot_change(ledger_url, dataset):
             ledger.reserve(dataset, Spend(30.0, 1e-5), "r2", [spend(1.0)])
 
 
-def test_unknown_dataset_summary(ledger_url):
-    with Ledger(ledger_url) as ledger, pytest.raises(InputError, match="has no entries"):
-        ledger.summary("never-released")
+def test_unknown_dataset_summary(ledger_url, dataset, monkeypatch):
+    """The error names the datasets the ledger does hold (a curator who forgot a name)."""
+    with Ledger(ledger_url) as ledger:
+        with pytest.raises(InputError, match="has no entries") as unknown:
+            ledger.summary("never-released")
+        assert dataset not in str(unknown.value)
+        ledger.reserve(dataset, CAP, "r1", [spend(0.5)])
+        ledger.reserve(f"{dataset}-2", CAP, "r1", [spend(0.5)])
+        monkeypatch.setattr(ledger_module, "SHOWN_DATASETS", 10**6)  # a shared ledger: all
+        with pytest.raises(InputError, match=f"its datasets: .*'{dataset}'"):
+            ledger.summary("never-released")
+        with pytest.raises(InputError, match=f"its datasets: .*'{dataset}'"):
+            ledger.composition("never-released")
+        monkeypatch.setattr(ledger_module, "SHOWN_DATASETS", 1)
+        with pytest.raises(InputError, match=r"its datasets: '[^']+' and \d+ more\)"):
+            ledger.summary("never-released")
 
 
 def test_resolve_ledger_url(monkeypatch, tmp_path):

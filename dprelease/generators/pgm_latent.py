@@ -27,9 +27,9 @@ quantiles. Then
   with experience, and one rho for the whole column coupled the falling part the wrong way;
 - each synthetic row's latent target is Z_y = Phi^-1(U), U uniform over its fine cell's
   interval of the target's cumulative one-way shares (missing: a draw of N(0, 1));
-- the rows that drew the same coarse condition and coarse cell c of the feature are ranked
-  by S = rho_c Z_y + sqrt(1 - rho_c^2) E, E ~ N(0, 1), and the k-th of m gets the fine cell
-  at the quantile (k + U) / m of the feature's fine shares inside c
+- the m rows that drew coarse cell c of the feature (whatever their target group and
+  parent) are ranked by S = rho_c Z_y + sqrt(1 - rho_c^2) E, E ~ N(0, 1), and the k-th
+  gets the fine cell at the quantile (k + U) / m of the feature's fine shares inside c
   (`sampling.systematic_uniforms` with `scores`).
 
 Every measured statistic stays as it was: the coarse cells are drawn as before, and ranking
@@ -41,16 +41,17 @@ and of the sampling generator's draws; no real row is read. Hand-written: no lib
 estimates a polychoric correlation from a table of shares in a millisecond (this does, with
 `scipy.optimize.brentq`; 14 ms a call with scipy.stats' norm and 40 bisection steps).
 
-Measured (paired: the same seeded test noise per split, 10 splits, epsilon 1, against the
-independent refinement; README "Eleventh session" has every table): tuning tables Boston
-TVD2/3 -0.0056/-0.0095 (+- 0.0008/0.0011), TSTR R^2 +0.11 +- 0.03, beta-MSE -0.0015 +-
-0.0013; diamonds TVD2/3 -0.0012/-0.0027, weighted beta-MSE -13 %, TSTR +0.015 +- 0.002; RAND
-HIE beta-MSE -8 %. One rho per column gained more on diamonds (TVD2/3 -0.0020/-0.0048,
-beta-MSE -23 %) but cost its TSTR -0.017 +- 0.003 and, on CPS1988, TVD2/3 +0.0008/+0.0015
-and TSTR -0.024 +- 0.003 (the window: -0.0009/-0.0019, TSTR unchanged). A coupling given
-the tree parent too (the Gaussian regression on both latent positions) cut diamonds'
-beta-MSE by a third but raised Boston's by a fifth (+0.0085 +- 0.0042): three correlations
-are too noisy on 400 rows.
+Measured (paired: the same seeded test noise per split, 10-20 splits, epsilon 1, against
+the independent refinement; README "Eleventh session" has every table): tuning tables Boston
+TVD2/3 -0.0054/-0.0094 (+- 0.0006/0.0009), weighted beta-MSE -11 %, TSTR R^2 +0.067 +-
+0.022; diamonds TVD2/3 -0.0012/-0.0027, beta-MSE -13 %, TSTR +0.015 +- 0.002; RAND HIE
+beta-MSE -8 %; diabetes TVD2/3 -0.0020/-0.0045 but beta-MSE +2 % +- 2 % and TSTR -0.05 +-
+0.03 (ten collinear features, each coupled to the target alone). One rho per column gained
+more on diamonds (TVD2/3 -0.0020/-0.0048, beta-MSE -23 %) but cost its TSTR -0.017 +- 0.003
+and, on CPS1988, TVD2/3 +0.0008/+0.0015 and TSTR -0.024 +- 0.003 (the window: -0.0009/
+-0.0019, TSTR unchanged). A coupling given the tree parent too (the Gaussian regression on
+both latent positions) cut diamonds' beta-MSE by a third but raised Boston's by a fifth
+(+0.0085 +- 0.0042): three correlations are too noisy on 400 rows.
 """
 
 from __future__ import annotations

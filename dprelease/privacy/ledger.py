@@ -8,8 +8,8 @@ Protocol of a release:
    `dprelease.privacy.accountants`), composing the whole history plus the plan; it fails closed
    with `BudgetExceededError`. Only after it returns may a mechanism see the real data. Both
    steps first refuse a plan whose own delta exceeds the cap's delta: no accountant can ever
-   admit it (`refuse_impossible_delta`); and both check that every typed description is
-   (epsilon, delta)-DP at the values it records (`guarantees.check_guarantee`).
+   admit it (`ledger_admission.refuse_impossible_delta`); and both check that every typed
+   description is (epsilon, delta)-DP at the values it records (`guarantees.check_guarantee`).
 3. `commit` records the actual spend (never more than reserved) and the mechanism's final
    parameters once it ran. Its typed description must be the reserved one, or replace a generic
    (epsilon, delta) reservation with a mechanism that is (epsilon, delta)-DP at the committed
@@ -51,7 +51,7 @@ from sqlalchemy import insert, select, update
 from sqlalchemy.engine import Connection, Row
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
-from dprelease.errors import BudgetExceededError, InputError
+from dprelease.errors import InputError
 from dprelease.privacy.accountants import (
     BASIC,
     DEFAULT_ACCOUNTANT,
@@ -61,7 +61,6 @@ from dprelease.privacy.accountants import (
     enforcing,
 )
 from dprelease.privacy.accounting import (
-    CAP_SLACK,
     NEIGHBOURING,
     Cap,
     PlannedSpend,
@@ -69,6 +68,7 @@ from dprelease.privacy.accounting import (
     compose,
 )
 from dprelease.privacy.guarantees import check_guarantee
+from dprelease.privacy.ledger_admission import accountant_for, check_cap_matches, check_fits
 from dprelease.privacy.ledger_tables import LedgerEntry
 from dprelease.privacy.ledger_tables import add_missing_columns as _add_missing_columns
 from dprelease.privacy.ledger_tables import datasets as _datasets
@@ -79,6 +79,7 @@ from dprelease.privacy.mechanisms import KIND_KEY, ApproxDP, mechanism_from_dict
 
 RESERVED = "reserved"
 SPENT = "spent"
+SHOWN_DATASETS = 20  # an unknown dataset's error names at most this many of the ledger's
 
 
 class Ledger:
@@ -107,9 +108,9 @@ class Ledger:
         """Refuse (without writing) a plan that would exceed the cap right now."""
         with self.engine.begin() as conn:
             stored_cap = self._stored_cap(conn, dataset)
-            _check_cap_matches(dataset, stored_cap, cap)
-            accountant = _accountant_for(stored_cap, cap)
-            _check_fits(dataset, cap, accountant, self._history(conn, dataset), planned)
+            check_cap_matches(dataset, stored_cap, cap)
+            accountant = accountant_for(stored_cap, cap)
+            check_fits(dataset, cap, accountant, self._history(conn, dataset), planned)
 
     def reserve(
         self, dataset: str, cap: Spend, release_id: str, planned: Sequence[PlannedSpend]
@@ -126,9 +127,9 @@ class Ledger:
                 .with_for_update()
             ).one()
             stored = Cap(locked.cap_epsilon, locked.cap_delta, locked.accountant or BASIC)
-            _check_cap_matches(dataset, stored, cap)
+            check_cap_matches(dataset, stored, cap)
             history = self._history(conn, dataset)
-            _check_fits(dataset, cap, stored.accountant, history, planned)
+            check_fits(dataset, cap, stored.accountant, history, planned)
             ids = []
             for spend in planned:
                 result = conn.execute(
@@ -204,7 +205,7 @@ class Ledger:
             cap = self._stored_cap(conn, dataset)
             history = self._history(conn, dataset)
         if cap is None:
-            raise InputError(f"dataset {dataset!r} has no entries in the ledger at {self.url}")
+            raise self._unknown(dataset)
         return compose_history(history, cap, cap.accountant, report_pld=True)
 
     def entries(self, dataset: str, *, up_to_id: int | None = None) -> list[LedgerEntry]:
@@ -231,8 +232,24 @@ class Ledger:
 
         cap = self.cap(dataset)
         if cap is None:
-            raise InputError(f"dataset {dataset!r} has no entries in the ledger at {self.url}")
+            raise self._unknown(dataset)
         return summarise(dataset, cap, self.entries(dataset))
+
+    def datasets(self) -> list[str]:
+        """The names of the datasets this ledger holds a cap for (public schema names)."""
+        with self.engine.connect() as conn:
+            return list(conn.scalars(select(_datasets.c.name).order_by(_datasets.c.name)))
+
+    def _unknown(self, dataset: str) -> InputError:
+        """The error for a dataset the ledger does not hold, naming the ones it does."""
+        held = self.datasets()
+        names = ", ".join(repr(name) for name in held[:SHOWN_DATASETS]) or "none yet"
+        if len(held) > SHOWN_DATASETS:
+            names += f" and {len(held) - SHOWN_DATASETS} more"
+        return InputError(
+            f"dataset {dataset!r} has no entries in the ledger at {self.url} (its datasets: "
+            f"{names})"
+        )
 
     def _register(self, dataset: str, cap: Spend) -> None:
         # A new dataset asking for `pld` is recorded as `rdp`, the accountant that enforces it.
@@ -270,78 +287,6 @@ class Ledger:
                 .where(_entries.c.dataset == dataset)
                 .order_by(_entries.c.id)
             ).all()
-        )
-
-
-def _accountant_for(stored: Cap | None, requested: Spend) -> str:
-    """The recorded accountant, or the one a new dataset will be registered with."""
-    if stored is not None:
-        return stored.accountant or BASIC
-    return enforcing(getattr(requested, "accountant", None))
-
-
-def _check_cap_matches(dataset: str, stored: Cap | None, requested: Spend) -> None:
-    if stored is None:
-        return
-    if (stored.epsilon, stored.delta) != (requested.epsilon, requested.delta):
-        raise InputError(
-            f"dataset {dataset!r}: the schema's budget (epsilon={requested.epsilon}, "
-            f"delta={requested.delta}) differs from the cap recorded in the ledger "
-            f"(epsilon={stored.epsilon}, delta={stored.delta}); a dataset's lifetime cap "
-            "cannot change between releases"
-        )
-    wanted = getattr(requested, "accountant", None)
-    if wanted is not None and enforcing(wanted) != enforcing(stored.accountant):
-        raise InputError(
-            f"dataset {dataset!r}: the schema's budget asks for the {wanted!r} accountant but "
-            f"the ledger recorded {stored.accountant!r} when the dataset was registered; a "
-            "dataset's accountant cannot change between releases"
-        )
-
-
-def _check_fits(
-    dataset: str,
-    cap: Spend,
-    recorded: str,
-    history: Sequence[Row],
-    planned: Sequence[PlannedSpend],
-) -> None:
-    """Refuse a plan the cap cannot hold, before anything is spent (module docstring)."""
-    accountant = enforcing(recorded)
-    refuse_impossible_delta(dataset, cap, planned)
-    for spend in planned:
-        try:
-            check_guarantee(spend)
-        except ValueError as error:
-            raise InputError(str(error)) from None
-    total = compose_history([*history, *planned], cap, accountant)
-    if not total.fits(cap):
-        wanted = compose(planned)
-        spent = compose_history(history, cap, accountant).enforced
-        tight = (
-            ""
-            if accountant == BASIC
-            else f" (with it, the {accountant} filter needs epsilon={total.enforced.epsilon:g} "
-            f"at delta={total.enforced.delta:g})"
-        )
-        raise BudgetExceededError(
-            f"dataset {dataset!r}: this release needs epsilon={wanted.epsilon:g}, "
-            f"delta={wanted.delta:g}{tight}, but {spent.epsilon:g} of epsilon={cap.epsilon:g} "
-            f"and {spent.delta:g} of delta={cap.delta:g} are already spent under "
-            f"{accountant} composition; refusing before reading the data"
-        )
-
-
-def refuse_impossible_delta(dataset: str, cap: Spend, planned: Sequence[PlannedSpend]) -> None:
-    """A release whose own delta (the sum of its spends' deltas) exceeds the cap's delta can
-    never be admitted: under basic composition it alone exceeds the cap, and no accountant may
-    charge it less than the delta it records and states (issue 19, item 8)."""
-    wanted = compose(planned)
-    if wanted.delta > cap.delta + CAP_SLACK:
-        raise BudgetExceededError(
-            f"dataset {dataset!r}: this release's delta={wanted.delta:g} exceeds the cap's "
-            f"delta={cap.delta:g}; no release may spend more delta than the dataset's lifetime "
-            "cap (pass a smaller --delta); refusing before reading the data"
         )
 
 
