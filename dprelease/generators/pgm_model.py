@@ -155,7 +155,9 @@ def refine(
 
 def sample_cells(model: TreeModel, n: int, rng: np.random.Generator) -> list[np.ndarray]:
     """Fine cells of n rows for every column, drawn down the tree; each conditional draw is
-    stratified within the rows that share its condition (`systematic_uniforms`)."""
+    stratified within the rows that share its condition (`systematic_uniforms`), and a
+    coupled feature's fine cells go to the rows of each coarse cell in the order of their
+    latent target (`couple`, `pgm_latent`)."""
     chosen: list[np.ndarray | None] = [None] * len(model.one_way)
     latent_y = None
     if model.target is None:

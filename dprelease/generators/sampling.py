@@ -18,7 +18,8 @@ def systematic_uniforms(
     row with the k-th smallest score gets (u + k) / m: `pgm_latent`'s coupling); the key's
     uniforms, and so the cells an inverse-CDF draw gives its rows, are the same set.
 
-    Every row's value is still U[0, 1) and independent of everything but its key, so a row
+    Without scores, every row's value is still U[0, 1) and independent of everything but its
+    key (with them, of everything but its key and its score's rank), so a row
     drawn by inverse CDF from its key's distribution p has exactly the distribution of an
     independent draw; but the m rows of a key then hold floor(m p_k) or ceil(m p_k) rows of
     each cell k instead of a multinomial count whose SD is sqrt(m p_k (1 - p_k)). The
