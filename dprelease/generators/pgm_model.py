@@ -193,8 +193,7 @@ def couple(
     couple to); None for a categorical feature."""
     if target is None or cells[target].edges is None:
         return nodes
-    target_cells = cells[target]
-    y_regular = y_shares.size - int(target_cells.column.spec.nullable)
+    y_regular = y_shares.size - int(cells[target].column.spec.nullable)
     joint: dict[int, np.ndarray] = {}  # column -> p(coarse y, coarse column)
     coupled = []
     for node in nodes:

@@ -87,16 +87,17 @@ def _pairs_lines(marginals: list[dict], schema: dict) -> list[str]:
             "independent of one another.",
             "",
         ]
-    target = schema.get("target")
-    def order(pair: tuple[str, str]) -> tuple[int, int]:
-        return names.index(pair[0]), names.index(pair[1])
+    def listed(chosen: set[tuple[str, str]]) -> str:
+        ordered = sorted(chosen, key=lambda pair: (names.index(pair[0]), names.index(pair[1])))
+        return ", ".join(f"`{a}` × `{b}`" for a, b in ordered)
 
-    others = sorted((p for p in pairs if target not in p), key=order)
-    shown = ", ".join(f"`{a}` × `{b}`" for a, b in others)
-    if target and sum(target in p for p in pairs) == len(names) - 1:
-        which = f"every column with the target `{target}`" + (f"; and {shown}" if others else "")
+    target = schema.get("target")
+    others = {pair for pair in pairs if target not in pair}
+    if target and len(pairs) - len(others) == len(names) - 1:
+        which = f"every column with the target `{target}`"
+        which += f"; and {listed(others)}" if others else ""
     else:
-        which = ", ".join(f"`{a}` × `{b}`" for a, b in sorted(pairs, key=order))
+        which = listed(pairs)
     return [
         f"Relations between columns: {len(pairs)} of the {total} pairs of columns were measured "
         f"together: {which}. Every other pair keeps only the part of its relation that passes "
