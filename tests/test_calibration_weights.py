@@ -16,7 +16,7 @@ from dprelease.diagnostics import psis
 from dprelease.encoding import Encoder
 from dprelease.errors import InputError
 from dprelease.privacy.calibration import gaussian_sigma, laplace_scale
-from dprelease.weights import estimate, plan
+from dprelease.weights import estimate, plan, tilting
 from dprelease.weights.calibration import (
     DEFAULT_ESS_FLOOR,
     DETAIL_KEYS,
@@ -175,6 +175,38 @@ def test_discrepancy_rule_does_not_stall_where_the_targets_are_out_of_reach():
     assert chi2(b) < 0.5 * chi2(np.zeros(phi.shape[1]))
     gradient = tilted_means(phi, b) - means + lam * variance * b
     assert np.abs(gradient).max() < 1e-6
+
+
+def test_newton_steps_by_preconditioned_cg_reach_the_same_tilt_with_fewer_hessians(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    """The discrepancy search on the NYC flights fit (above) with every Newton step solved
+    directly (the Hessian formed each time) and with `LaggedHessian`'s CG: the same lambda
+    and tilt, from a fraction of the Hessians."""
+    case = np.load(Path(__file__).parent / "data" / "flights_tilt_held.npz")
+    phi = sparse.csr_array((case["data"], case["indices"], case["indptr"]), shape=case["shape"])
+    means, variance, held = case["means"], case["variance"], int(case["held"])
+    formed: list[int] = []
+    factor_and_solve = tilting.LaggedHessian._factor_and_solve
+
+    def counted(self, hessian: np.ndarray, rhs: np.ndarray) -> np.ndarray:  # noqa: ANN001
+        formed.append(1)
+        return factor_and_solve(self, hessian, rhs)
+
+    monkeypatch.setattr(tilting.LaggedHessian, "_factor_and_solve", counted)
+
+    def search() -> tuple[float, np.ndarray, int]:
+        formed.clear()
+        target = float(means.size - held)
+        lam, b = discrepancy_lambda(phi, means, variance, target=target, held=held)
+        return lam, b, len(formed)
+
+    lam, b, with_cg = search()
+    monkeypatch.setattr(tilting, "cg", lambda *args, **kwargs: (None, 1))  # CG never converges
+    lam_direct, b_direct, direct = search()
+    assert lam == pytest.approx(lam_direct, rel=1e-9)
+    np.testing.assert_allclose(phi @ b, phi @ b_direct, atol=1e-6)
+    assert with_cg * 4 <= direct
 
 
 def test_flat_when_synthetic_matches_within_noise():
