@@ -18,7 +18,9 @@ Confirmation tables added later, each used only to confirm: ISLR's Wage and AER'
 (2026-11-26), AER's RecreationDemand (659 rows, a heavy-tailed count target) and COUNT's
 rwm5yr (19,609 person-years, a categorical target, visit counts bounded far above their
 rows) and COUNT's medpar (1,495 hospital stays, length of stay as a count target; all
-2026-11-27).
+2026-11-27). For wide schemas (2026-11-27, twelfth session): wooldridge's wage1 (526
+workers, 21 columns; TUNING: it chose against MST-style exponential-mechanism selection)
+and ISLR's College (777 colleges, 18 columns; CONFIRMATION).
 """
 
 from __future__ import annotations
@@ -64,9 +66,11 @@ SOURCES = {
     "recreation": Source("AER", "RecreationDemand", CONFIRMATION),
     "rwm5yr": Source("COUNT", "rwm5yr", CONFIRMATION),
     "medpar": Source("COUNT", "medpar", CONFIRMATION),
+    "wage1": Source("wooldridge", "wage1", TUNING),
+    "college": Source("ISLR", "College", CONFIRMATION),
 }
 EXTRA = ("diabetes", "breast", "randhie", "affairs", "affairs-bounds", "islrwage", "nmes1988",
-         "recreation", "rwm5yr", "medpar")  # fmt: skip
+         "recreation", "rwm5yr", "medpar", "wage1", "college")  # fmt: skip
 STUDY = tuple(name for name in SOURCES if name not in EXTRA)
 
 
