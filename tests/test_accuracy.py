@@ -13,13 +13,16 @@ from dprelease.diagnostics.accuracy import (
     CAUTION,
     NOT_USABLE,
     USABLE,
-    cell_crowding,
     coarse_relations,
-    crowded,
     expected_tvd,
     grade,
-    moved_means,
     verdict,
+)
+from dprelease.diagnostics.column_cells import (
+    cell_crowding,
+    crowded,
+    moved_means,
+    noisy_tails,
     weak_cells,
 )
 from dprelease.generators.base import Measurement
@@ -255,3 +258,61 @@ def test_weak_cells_name_a_mean_that_rests_on_cells_the_noise_can_fill():
         "than a quarter of a standard deviation of its other rows: its mean and its far "
         "values are not reliable; bounds closer to where the rows are leave fewer such cells"
     ]
+
+
+def test_a_far_tail_on_weak_cells_is_named_where_the_mean_check_is_silent():
+    """SLID's wages (module docstring of `column_cells`): a tail of synthetic rows far above
+    the rest, in cells whose counts are under 2 noise SDs, too thin to move the mean by a
+    quarter SD. With 1.5 % of the rows there the 99th percentile lies in them: named, with
+    the strong cells' span and the share beyond; with 0.5 % it does not: not named."""
+    from dprelease.encoding import Encoder
+    from dprelease.schema import Schema
+
+    schema = Schema.model_validate({
+        "dataset": "t", "max_rows": 10_000, "budget": {"epsilon": 1.0, "delta": 1e-6},
+        "columns": {"wages": {"type": "continuous", "min": 0, "max": 100}},
+    })  # fmt: skip
+    encoder = Encoder(schema)
+
+    def record(tail_rows: int, std: float = 20.0) -> dict:
+        body = np.linspace(0.5, 49.5, 10_000 - tail_rows)  # 8 cells of 6.25, ~1,230 rows each
+        tail = np.linspace(81.0, 99.0, tail_rows)  # 3 cells far above
+        encoded = encoder.encode(pd.DataFrame({"wages": np.concatenate([body, tail])}))
+        measurement = Measurement(("wages",), 16, "gaussian", std, 5_000.0)
+        return weak_cells(encoder, encoded, [measurement])
+
+    thick = record(150)  # 25 rows a tail cell under the noisy total: below 2 SDs (40)
+    wages = thick["wages"]
+    assert not wages["weak_cells_move_mean"]  # 0.07 SD
+    assert (wages["strong_cells_low"], wages["strong_cells_high"]) == (0.0, 50.0)  # 8 of 6.25
+    assert wages["rows_above_strong_cells"] == pytest.approx(0.015)
+    assert wages["rows_below_strong_cells"] == 0.0
+    assert wages["upper_tail_on_noise"] and not wages["lower_tail_on_noise"]
+    assert noisy_tails({"weak_cells": thick}) == ["wages"]
+    judged = verdict(grade([one_way(1.0)]), {**ROWS, "weak_cells": thick}, "good", None)
+    assert judged["verdict"] == CAUTION
+    assert judged["reasons"] == [
+        "`wages`: 1% or more of the synthetic rows lie beyond the cells whose DP counts are 2 "
+        "noise standard deviations above zero, in cells the noise alone can fill: the "
+        "column's 1st or 99th percentile and its far values are not reliable; bounds closer "
+        "to where the rows are leave fewer such cells"
+    ]
+    thin = record(50)["wages"]  # 0.5 %: the 99th percentile is in the strong cells
+    assert thin["rows_above_strong_cells"] == pytest.approx(0.005)
+    assert not thin["upper_tail_on_noise"]
+    assert not record(150, std=1.0)["wages"]["upper_tail_on_noise"]  # resolved by the noise
+    counts = Schema.model_validate({
+        "dataset": "t", "max_rows": 10_000, "budget": {"epsilon": 1.0, "delta": 1e-6},
+        "columns": {"visits": {"type": "integer", "min": 0, "max": 63}},
+    })  # fmt: skip
+    visits = np.concatenate([np.repeat(np.arange(20), 490), np.full(150, 60)])  # 1.5 % at 60
+    coded = Encoder(counts).encode(pd.DataFrame({"visits": visits}))
+    span = weak_cells(Encoder(counts), coded, [Measurement(("visits",), 16, "gaussian", 50.0,
+                                                            5_000.0)])["visits"]  # fmt: skip
+    assert (span["strong_cells_low"], span["strong_cells_high"]) == (0.0, 22.0)  # 0, 1-4 .. 18-22
+    assert span["upper_tail_on_noise"]
+    drowned = record(150, std=10_000.0)  # every cell weak: the mean check names it instead
+    assert drowned["wages"]["strong_cells_high"] is None
+    assert set(drowned["wages"]) == set(wages)  # the same keys whatever the DP outcome
+    assert noisy_tails({"weak_cells": drowned}) == []
+    assert moved_means({"weak_cells": drowned}) == ["wages"]

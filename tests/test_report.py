@@ -376,7 +376,7 @@ def test_crowded_columns_are_named_with_their_cells(manifest):
     assert "`spacing: log`, which gives its low values cells of their own" in hours
     age = next(line for line in lines if line.startswith("`age`"))  # integers, not near min
     assert "spacing" not in age and age.endswith("give finer cells there.")
-    assert not any(line.startswith("`education`") for line in lines)  # not crowded
+    assert not any(line.startswith("`education`: 90 %") for line in lines)  # not crowded
 
 
 def test_a_mean_resting_on_weak_cells_is_named_with_both_means(manifest):
@@ -388,16 +388,22 @@ def test_a_mean_resting_on_weak_cells_is_named_with_both_means(manifest):
     weak = manifest["accuracy"]["synthetic_rows"]["weak_cells"]
     assert {"wage", "capital_gain"} <= set(weak)  # every numeric column
     keys = {"weak_cells", "rows_in_weak_cells", "mean", "mean_without_weak_cells",
-            "weak_cells_move_mean"}  # fmt: skip
+            "weak_cells_move_mean", "strong_cells_low", "strong_cells_high",
+            "rows_below_strong_cells", "rows_above_strong_cells", "lower_tail_on_noise",
+            "upper_tail_on_noise"}  # fmt: skip
     assert all(set(record) == keys for record in weak.values())
     edited = json.loads(json.dumps(manifest))
+    tails = {"strong_cells_low": 0.0, "strong_cells_high": 50.0, "rows_below_strong_cells": 0.0,
+             "rows_above_strong_cells": 0.0, "lower_tail_on_noise": False,
+             "upper_tail_on_noise": False}  # fmt: skip
     edited["accuracy"]["synthetic_rows"]["weak_cells"] = {
         "wage": {"weak_cells": 40, "rows_in_weak_cells": 0.0123, "mean": 812.4,
-                 "mean_without_weak_cells": 640.55, "weak_cells_move_mean": True},
+                 "mean_without_weak_cells": 640.55, "weak_cells_move_mean": True,
+                 **tails, "upper_tail_on_noise": True},
         "hours": {"weak_cells": 16, "rows_in_weak_cells": 1.0, "mean": 40.2,
-                  "mean_without_weak_cells": None, "weak_cells_move_mean": True},
+                  "mean_without_weak_cells": None, "weak_cells_move_mean": True, **tails},
         "age": {"weak_cells": 0, "rows_in_weak_cells": 0.0, "mean": 41.0,
-                "mean_without_weak_cells": 41.0, "weak_cells_move_mean": False},
+                "mean_without_weak_cells": 41.0, "weak_cells_move_mean": False, **tails},
     }  # fmt: skip
     lines = usable_section(edited)
     wage = next(line for line in lines if line.startswith("`wage`: 1.2%"))
@@ -405,6 +411,34 @@ def test_a_mean_resting_on_weak_cells_is_named_with_both_means(manifest):
     assert "its synthetic mean is 812.4, and 640.5 without them." in wage
     hours = next(line for line in lines if line.startswith("`hours`: 100.0%"))
     assert "its synthetic mean is 40.2, and every cell of it is weak, so there is no mean" in hours
+    assert not any(line.startswith("`age`") for line in lines)
+    assert sum(line.startswith("`wage`") for line in lines) == 1  # its tail: the mean's line
+
+
+def test_a_far_tail_resting_on_weak_cells_is_named_with_its_span(manifest):
+    """A column whose far tails rest on weak cells but whose mean they do not move
+    (`column_cells.noisy_tails`): the report says how many rows lie beyond which value, and
+    which percentiles rest on noise."""
+    from dprelease.release.report.accuracy import usable_section
+
+    edited = json.loads(json.dumps(manifest))
+    edited["accuracy"]["synthetic_rows"]["weak_cells"] = {
+        "wage": {"weak_cells": 5, "rows_in_weak_cells": 0.03, "mean": 15.6,
+                 "mean_without_weak_cells": 15.1, "weak_cells_move_mean": False,
+                 "strong_cells_low": 6.25, "strong_cells_high": 50.0,
+                 "rows_below_strong_cells": 0.012, "rows_above_strong_cells": 0.018,
+                 "lower_tail_on_noise": True, "upper_tail_on_noise": True},
+        "age": {"weak_cells": 1, "rows_in_weak_cells": 0.004, "mean": 41.0,
+                "mean_without_weak_cells": 41.0, "weak_cells_move_mean": False,
+                "strong_cells_low": 16.0, "strong_cells_high": 90.0,
+                "rows_below_strong_cells": 0.0, "rows_above_strong_cells": 0.004,
+                "lower_tail_on_noise": False, "upper_tail_on_noise": False},
+    }  # fmt: skip
+    lines = usable_section(edited)
+    wage = next(line for line in lines if line.startswith("`wage`"))
+    assert wage.startswith("`wage`: 1.2% of its synthetic rows lie below 6.25 and 1.8% above 50, "
+                           "beyond its cells whose DP counts are 2 noise standard deviations")
+    assert "its 1st and 99th percentiles and the values beyond rest on noise" in wage
     assert not any(line.startswith("`age`") for line in lines)
 
 

@@ -43,67 +43,36 @@ distinct rows than `COLLAPSE_FRACTION` (1 %) of what the release could hold (its
 or the size of the schema's public domain when smaller). Categories of the schema that no
 synthetic row has are listed (the generator may have lost them).
 
-Crowded cells (`cell_crowding`). The grade says nothing about how wide the cells are where
-the rows are: a column whose public bounds are far wider than its rows keeps them in a few
-of its equal-width cells, inside which synthetic values are drawn uniformly, so every
-relation at a finer scale is lost whatever the noise (NYC flights 2013, 336,776 rows,
-delays bounded by -120 and 1,440 minutes: 90 % of the rows in 3 of 64 cells of 24 minutes,
-and the correlation of departure and arrival delay 0.45 synthetic against 0.92 real). A
-numeric column whose cells are wider than one value is crowded when `CROWDED_SHARE` (90 %)
-of its synthetic rows with a value lie in at most `CROWDED_FRACTION` (1/8) of its cells (the
-cells of its one-way measurement), counted on the synthetic rows (a DP output).
-
-Weak cells (`weak_cells`). A numeric column bounded far beyond its rows has many empty
-cells, and the noise lifts some of them above zero: a few synthetic rows far out, which
-barely move the TVD but move the mean (COUNT's rwm5yr, 19,609 person-years, doctor and
-hospital visits bounded at 365, epsilon 1: the synthetic mean of hospital visits 1.1-1.6
-against 0.14 real, of doctor visits 4.7-6.5 against 3.2). A cell of a column's one-way
-measurement is weak when its count under the synthetic rows' shares (share x the noisy total
-N~, DP outputs) is below `WEAK_SDS` (2) noise standard deviations: the noise alone lifts an
-empty cell that far with probability 0.023, so whether such a cell holds real rows is not
-resolved. The synthetic mean with and without the rows in weak cells is recorded, and the
-weak cells move the mean when they shift it by more than `MEAN_SHIFT_LIMIT` (0.25) standard
-deviations of the other rows (or every cell is weak). Without them rwm5yr's means are
-0.24-0.25 and 2.9-3.2. Measured on default releases at epsilon 1 (3 splits each of the
-fidelity study's twelve tables, `benchmarks/fidelity_tables.py`; 246 numeric columns over
-the releases): the check fired on 108, of which 47 % had a synthetic mean more than 0.2 real
-standard deviations from the real one, against 4 % of the other 138; never on diamonds,
-CPS1988 or ISLR Wage, on 6 of rwm5yr's 18 (its two visit counts), on most columns of the
-few-hundred-row tables (Boston, credit card, HousePrices), where most cells are weak.
-Limiting it to columns with at most a tenth of their rows in weak cells fired on 40 (70 %
-more than 0.2 SD off) but missed 13 % of the others, one 1.7 SD off (RecreationDemand's
-expenditures).
+Crowded cells, weak cells and far tails: `diagnostics.column_cells`.
 
 Verdict (`verdict`): "usable" only when the grade is good, the relations are not coarse, no
-column is crowded, no column's mean rests on weak cells, the generator did not collapse and
-the weights are reliable and reached what they were fitted to; "not usable" when the noise
-dominates or the generator collapsed; "usable with caution" otherwise, with the reasons.
+column is crowded, no column's mean or far tail rests on weak cells, the generator did not
+collapse and the weights are reliable and reached what they were fitted to; "not usable"
+when the noise dominates or the generator collapsed; "usable with caution" otherwise, with
+the reasons.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from statistics import median
-from typing import TYPE_CHECKING
 
-import numpy as np
 import pandas as pd
 
+from dprelease.diagnostics.column_cells import (
+    TAIL_SHARE,
+    WEAK_SDS,
+    crowded,
+    moved_means,
+    noisy_tails,
+)
 from dprelease.generators.base import Measurement
-from dprelease.generators.domain import ColumnCells, cell_index, cells_of_size
-
-if TYPE_CHECKING:
-    from dprelease.encoding import EncodedColumn, Encoder
 
 GOOD_TVD = 0.05
 FAIR_TVD = 0.15
 DISTINCT_CONTINUOUS = 0.5
 COLLAPSE_FRACTION = 0.01
-CROWDED_SHARE = 0.9
-CROWDED_FRACTION = 1 / 8
-WEAK_SDS = 2.0  # a cell counted below this many noise SDs: the noise alone can fill it
-MEAN_SHIFT_LIMIT = 0.25  # standard deviations of the rows outside the weak cells
 WEIGHTS_CHI2_LIMIT = 4.0  # weighted chi-square per df above this: the weights missed their target
 USABLE, CAUTION, NOT_USABLE = "usable", "usable with caution", "not usable"
 
@@ -199,101 +168,6 @@ def _absent(column: pd.Series, categories: list) -> list:
     return [category for category in categories if category not in present]
 
 
-def cell_crowding(
-    encoder: Encoder, synthetic: np.ndarray, measurements: Sequence[Measurement]
-) -> dict[str, dict]:
-    """How the synthetic rows fill each numeric column's cells (module docstring): its cells,
-    how few of them hold `CROWDED_SHARE` of the rows with a value, the widest of those in the
-    column's units, whether the cell at `min` is one of them, and whether the column is
-    `crowded`. Every examined column gets the same keys whatever the DP outcome (a manifest's
-    structure must not depend on it). `synthetic`: the encoded synthetic rows. The cells are
-    those of each column's one-way measurement; columns whose cells cannot be rebuilt from
-    the schema and their number, or with one cell per value, are left out."""
-    out = {}
-    for column, _, cells, value_cells in _numeric_one_ways(encoder, measurements):
-        if cells.points is not None or value_cells < 1 / CROWDED_FRACTION:
-            continue
-        counts = np.bincount(cell_index(cells, synthetic), minlength=cells.size)[:value_cells]
-        order = np.argsort(counts)[::-1]
-        total = counts.sum()
-        held = int(np.searchsorted(np.cumsum(counts[order]), CROWDED_SHARE * total)) + 1
-        held = held if total else 0  # no value in the synthetic rows: nothing crowds
-        widths = np.diff(cells.edges)[order[:held]] * float(column.spec.max - column.spec.min)
-        out[column.name] = {
-            "cells": value_cells,
-            "cells_holding_90_percent": held,
-            "widest_of_them": float(widths.max()) if held else 0.0,
-            "lowest_cell_among_them": bool(0 in order[:held]),
-            "crowded": 0 < held <= CROWDED_FRACTION * value_cells,
-        }
-    return out
-
-
-def weak_cells(
-    encoder: Encoder, synthetic: np.ndarray, measurements: Sequence[Measurement]
-) -> dict[str, dict]:
-    """How much of each numeric column's synthetic mean rests on cells the DP noise alone can
-    fill (module docstring): the cells of its one-way measurement whose count under the
-    synthetic rows' shares, share x noisy total, is below `WEAK_SDS` noise SDs, the share of
-    the synthetic rows with a value that lie in them, the column's synthetic mean with and
-    without those rows (in its units; None when every cell is weak), and whether they
-    `weak_cells_move_mean`: by more than `MEAN_SHIFT_LIMIT` standard deviations of the other
-    rows, or every cell is weak. Every examined column gets the same keys whatever the DP
-    outcome; columns whose cells cannot be rebuilt from the schema are left out."""
-    out = {}
-    for column, m, cells, value_cells in _numeric_one_ways(encoder, measurements):
-        index = cell_index(cells, synthetic)
-        with_value = index < value_cells
-        counts = np.bincount(index[with_value], minlength=value_cells)
-        total = int(counts.sum())
-        weak = counts * (m.noisy_total / max(total, 1)) < WEAK_SDS * m.noise_std
-        low, span = float(column.spec.min), float(column.spec.max - column.spec.min)
-        values = low + span * synthetic[with_value, column.value_index]
-        strong = ~weak[index[with_value]]
-        mean = float(values.mean()) if total else None
-        kept = float(values[strong].mean()) if strong.any() else None
-        share = float(1.0 - strong.mean()) if total else 0.0
-        moves = mean is not None and (
-            kept is None or abs(mean - kept) > MEAN_SHIFT_LIMIT * float(values[strong].std())
-        )
-        out[column.name] = {
-            "weak_cells": int(weak.sum()),
-            "rows_in_weak_cells": share,
-            "mean": mean,
-            "mean_without_weak_cells": kept,
-            "weak_cells_move_mean": moves,
-        }
-    return out
-
-
-def _numeric_one_ways(
-    encoder: Encoder, measurements: Sequence[Measurement]
-) -> Iterator[tuple[EncodedColumn, Measurement, ColumnCells, int]]:
-    """Each numeric column's one-way measurement whose cells rebuild from the schema and
-    their number (`cells_of_size`), with those cells and how many of them hold values (all
-    but a nullable column's last, "missing")."""
-    columns = {column.name: column for column in encoder.columns}
-    for m in measurements:
-        column = columns.get(m.columns[0]) if len(m.columns) == 1 else None
-        if column is None or column.is_categorical:
-            continue
-        cells = cells_of_size(column, m.cells)
-        if cells is not None:
-            yield column, m, cells, m.cells - int(column.spec.nullable)
-
-
-def crowded(rows: dict) -> list[str]:
-    """The crowded columns of a release's `synthetic_rows` record (`cell_crowding`)."""
-    return [name for name, record in rows.get("cell_crowding", {}).items() if record["crowded"]]
-
-
-def moved_means(rows: dict) -> list[str]:
-    """The columns of a release's `synthetic_rows` record whose mean rests on weak cells
-    (`weak_cells`)."""
-    records = rows.get("weak_cells", {}).items()
-    return [name for name, record in records if record["weak_cells_move_mean"]]
-
-
 def public_domain_size(columns: dict) -> float:
     """Number of possible rows of the schema's columns (public): categories or integer values
     per column (plus one when nullable); a continuous column has infinitely many."""
@@ -349,6 +223,11 @@ def verdict(accuracy: dict, rows: dict, weights_verdict: str, weights_chi2: floa
          "column's mean by more than a quarter of a standard deviation of its other rows: its "
          "mean and its far values are not reliable; bounds closer to where the rows are leave "
          "fewer such cells"),
+        (noisy_tails(rows), f"{TAIL_SHARE:.0%} or more of the synthetic rows lie beyond the "
+         f"cells whose DP counts are {WEAK_SDS:g} noise standard deviations above zero, in "
+         "cells the noise alone can fill: the column's 1st or 99th percentile and its far "
+         "values are not reliable; bounds closer to where the rows are leave fewer such "
+         "cells"),
     )  # fmt: skip
     for names, reason in column_reasons:
         if names:

@@ -30,7 +30,8 @@ import numpy as np
 
 from dprelease import weights as weight_methods
 from dprelease.diagnostics import PsisResult, diagnose_weights, require_reliable
-from dprelease.diagnostics.accuracy import cell_crowding, collapse, grade, verdict, weak_cells
+from dprelease.diagnostics.accuracy import collapse, grade, verdict
+from dprelease.diagnostics.column_cells import cell_crowding, weak_cells
 from dprelease.diagnostics.psis import normalised_weights
 from dprelease.generators.base import CountsGenerator, FittedGenerator, Measurement
 from dprelease.io.stream import Scan, StreamingInput, chunk_rows_for, load_validated

@@ -7,14 +7,8 @@ from __future__ import annotations
 from decimal import Decimal
 from itertools import combinations
 
-from dprelease.diagnostics.accuracy import (
-    FAIR_TVD,
-    GOOD_TVD,
-    USABLE,
-    WEAK_SDS,
-    crowded,
-    moved_means,
-)
+from dprelease.diagnostics.accuracy import FAIR_TVD, GOOD_TVD, USABLE
+from dprelease.diagnostics.column_cells import WEAK_SDS, crowded, moved_means, noisy_tails
 
 SHOWN_MARGINALS = 12
 GRADE_TEXT = {
@@ -228,4 +222,28 @@ def _rows_lines(rows: dict, schema_columns: dict) -> list[str]:
             + f". Means, sums and far values of `{column}` rest on those rows: bounds in the "
             "schema closer to where its rows are leave fewer such cells."
         )
+    lines += [_tail_line(column, rows["weak_cells"][column]) for column in noisy_tails(rows)]
     return [*lines, ""]
+
+
+def _tail_line(column: str, record: dict) -> str:
+    """A column whose far tail rests on weak cells (`column_cells.noisy_tails`): the rows
+    beyond its strong cells on each such side, and what rests on them."""
+    beyond = []  # (share of rows, where, the strong cells' edge, the percentile there)
+    if record["lower_tail_on_noise"]:
+        beyond.append((record["rows_below_strong_cells"], "below", record["strong_cells_low"],
+                       "1st"))  # fmt: skip
+    if record["upper_tail_on_noise"]:
+        beyond.append((record["rows_above_strong_cells"], "above", record["strong_cells_high"],
+                       "99th"))  # fmt: skip
+    where = [f"{share:.1%} {direction} {edge:.4g}" for share, direction, edge, _ in beyond]
+    percentiles = " and ".join(side[3] for side in beyond)
+    return (
+        f"`{column}`: {where[0].replace(' ', ' of its synthetic rows lie ', 1)}"
+        + "".join(f" and {part}" for part in where[1:])
+        + f", beyond its cells whose DP counts are {WEAK_SDS:g} noise standard deviations "
+        "above zero, in cells the noise alone can fill (whether or not real rows are there): "
+        f"its {percentiles} percentile{'s' if len(beyond) > 1 else ''} and the values beyond "
+        "rest on noise, not on real rows. Bounds in the schema closer to where its rows are "
+        "leave fewer such cells."
+    )
