@@ -73,6 +73,21 @@ def test_each_value_counts_once_in_the_coarsest_step_it_is_a_multiple_of():
     assert class_counts(encoder.columns[2], prices).tolist() == [0, 0, 1, 0, 0, 1, 0, 0, 2]
 
 
+def test_decimals_stored_in_single_precision_count_on_their_step():
+    """A table kept as float32 (Stata's `float`) reads 13.17 as 13.170000076293944: off the
+    0.01 step by far more than TOLERANCE steps, within a float32's rounding of it. Such values
+    count on their decimal step; a double with many digits stays "none" (the step 1e-5 is
+    finer than ten float32 roundings of 57)."""
+    encoder = Encoder(_schema())
+    column = encoder.columns[1]  # depth, 40-80: steps 10 .. 1e-5
+    stored = np.array([61.7, 57.25, 62.123, 60.0], dtype=np.float32).astype(float)
+    assert stored[0] != 61.7  # 61.70000076293945
+    frame = pd.DataFrame({"table": [60.0] * 5, "depth": [*stored, 57.123456789],
+                          "price": [1.0] * 5})  # fmt: skip
+    # 61.7 -> 0.1, 57.25 -> 0.01, 62.123 -> 0.001, 60 -> 10, 57.123456789 -> none
+    assert class_counts(column, encoder.encode(frame)).tolist() == [1, 0, 1, 1, 1, 0, 0, 1, 0]
+
+
 def _decoded_with_one_class(bins: int, klass: int, rows: int, seed: int):
     """`table` decoded from random cells with every value in class `klass`: the cells,
     the chosen cells, the encoded rows and the decoded values."""
