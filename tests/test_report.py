@@ -155,6 +155,14 @@ def test_flat_calibration_weights_say_why_in_plain_words(manifest):
     assert "the DP row count is within a few noise standard deviations of zero" in text
     fitted = {"method": "calibration", "calibration": {"flat_reason": None}}
     assert _verdict_text(fitted, "good").startswith("good: the weights' tail is light")
+    # the other methods that can make their weights flat (a DP outcome) say so too
+    untempered = {"method": "discriminator", "temper": 0.0,
+                  "flat_reason": "no tempering gave weights PSIS calls reliable"}  # fmt: skip
+    assert "tail PSIS calls reliable" in _verdict_text(untempered, "good")
+    tempered = {"method": "discriminator", "temper": 0.4, "flat_reason": None}
+    assert _verdict_text(tempered, "good").startswith("good: the weights' tail is light")
+    gated = {"method": "beta_debiased", "noise_gate": {"flat": True, "statistic": 3.1}}
+    assert "no signal detectable above their own noise" in _verdict_text(gated, "good")
 
 
 def test_calibration_weights_say_what_they_were_calibrated_to(tmp_path):

@@ -109,7 +109,7 @@ def _fit_discriminator(real, synthetic, plan: Plan, noise) -> tuple[np.ndarray, 
     if temper == 0.0:
         reason = "no tempering gave weights PSIS calls reliable"
         return np.zeros_like(logits), {"temper": 0.0, "flat_reason": reason}
-    return temper * logits, {"temper": temper}
+    return temper * logits, {"temper": temper, "flat_reason": None}  # the same keys either way
 
 
 @dataclass(frozen=True)

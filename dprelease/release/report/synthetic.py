@@ -177,20 +177,29 @@ def _weights_section(manifest: dict, diagnostics: dict) -> list[str]:
     return lines
 
 
-FLAT_REASONS = {  # calibration's flat_reason (`weights.calibration_fit`) in plain words
+FLAT_REASONS = {  # the methods' flat_reason in plain words
     "noisy count within the noise": (
         "the DP row count is within a few noise standard deviations of zero: the weights' "
         "share of the budget cannot tell the rows from the noise"
     ),
     "no pair varies": "no two-way table the weights measure varies over the synthetic rows",
+    "no tempering gave weights PSIS calls reliable": (
+        "no tempering of the discriminator's weights gave them a tail PSIS calls reliable"
+    ),
+    "noise gate": "the DP coefficients carry no signal detectable above their own noise",
 }
 
 
 def _verdict_text(weights: dict, verdict: str) -> str:
-    """The weights' verdict; flat weights (method `none`, or calibration weights that
-    stayed flat) are said to be flat, not "good"."""
+    """The weights' verdict; flat weights (method `none`, or weights a method made flat:
+    calibration's and the discriminator's `flat_reason`, the logistic weights' noise gate)
+    are said to be flat, not "good"."""
     fit = weights.get("calibration")
-    reason = fit.get("flat_reason") if isinstance(fit, dict) else None
+    reason = (fit.get("flat_reason") if isinstance(fit, dict) else None) or weights.get(
+        "flat_reason"
+    )
+    if (weights.get("noise_gate") or {}).get("flat"):
+        reason = "noise gate"
     if weights.get("method") == "none" or reason:
         why = f" ({FLAT_REASONS.get(reason, reason)})" if reason else ""
         return (
