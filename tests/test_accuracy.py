@@ -311,6 +311,10 @@ def test_a_far_tail_on_weak_cells_is_named_where_the_mean_check_is_silent():
                                                             5_000.0)])["visits"]  # fmt: skip
     assert (span["strong_cells_low"], span["strong_cells_high"]) == (0.0, 22.0)  # 0, 1-4 .. 18-22
     assert span["upper_tail_on_noise"]
+    spread = np.concatenate([np.repeat(np.arange(64), 150), [63] * 400])  # every cell strong
+    record_63 = weak_cells(Encoder(counts), Encoder(counts).encode(pd.DataFrame(
+        {"visits": spread})), [Measurement(("visits",), 16, "gaussian", 1.0, 10_000.0)])
+    assert record_63["visits"]["strong_cells_high"] == 63.0  # the last cell holds `max` too
     drowned = record(150, std=10_000.0)  # every cell weak: the mean check names it instead
     assert drowned["wages"]["strong_cells_high"] is None
     assert set(drowned["wages"]) == set(wages)  # the same keys whatever the DP outcome

@@ -433,7 +433,7 @@ def test_a_far_tail_resting_on_weak_cells_is_named_with_its_span(manifest):
     edited["accuracy"]["synthetic_rows"]["weak_cells"] = {
         "wage": {"weak_cells": 5, "rows_in_weak_cells": 0.03, "mean": 15.6,
                  "mean_without_weak_cells": 15.1, "weak_cells_move_mean": False,
-                 "strong_cells_low": 6.25, "strong_cells_high": 50.0,
+                 "strong_cells_low": 6.25, "strong_cells_high": 12_500.0,
                  "rows_below_strong_cells": 0.012, "rows_above_strong_cells": 0.018,
                  "lower_tail_on_noise": True, "upper_tail_on_noise": True},
         "age": {"weak_cells": 1, "rows_in_weak_cells": 0.004, "mean": 41.0,
@@ -444,8 +444,8 @@ def test_a_far_tail_resting_on_weak_cells_is_named_with_its_span(manifest):
     }  # fmt: skip
     lines = usable_section(edited)
     wage = next(line for line in lines if line.startswith("`wage`"))
-    assert wage.startswith("`wage`: 1.2% of its synthetic rows lie below 6.25 and 1.8% above 50, "
-                           "beyond its cells whose DP counts are 2 noise standard deviations")
+    assert wage.startswith("`wage`: 1.2% of its synthetic rows lie below 6.25 and 1.8% above "
+                           "12,500, beyond its cells whose DP counts are 2 noise standard")
     assert "its 1st and 99th percentiles and the values beyond rest on noise" in wage
     assert not any(line.startswith("`age`") for line in lines)
 

@@ -116,9 +116,8 @@ def weak_cells(
     `weak_cells_move_mean`: by more than `MEAN_SHIFT_LIMIT` standard deviations of the other
     rows, or every cell is weak. Then the far tails (`_far_tails`): the span of its strong
     cells, the shares of its rows with a value below and above it, and whether each share
-    reaches `TAIL_SHARE`. Every
-    examined column gets the same keys whatever the DP outcome; columns whose cells cannot
-    be rebuilt from the schema are left out."""
+    reaches `TAIL_SHARE`. Every examined column gets the same keys whatever the DP outcome;
+    columns whose cells cannot be rebuilt from the schema are left out."""
     out = {}
     for column, m, cells, value_cells in _numeric_one_ways(encoder, measurements):
         index = cell_index(cells, synthetic)
@@ -160,7 +159,9 @@ def _far_tails(index: np.ndarray, weak: np.ndarray, cells: ColumnCells) -> dict:
         low, high = (float(spec.min + (spec.max - spec.min) * cells.edges[k])
                      for k in (strong[0], strong[-1] + 1))  # fmt: skip
         if isinstance(spec, IntegerColumn):  # [a, b) holds the integers ceil(a)..ceil(b) - 1
-            low, high = float(math.ceil(low - 1e-9)), float(math.ceil(high - 1e-9) - 1)
+            last = strong[-1] + 2 == len(cells.edges)  # the last cell also holds `max`
+            low = float(math.ceil(low - 1e-9))
+            high = float(spec.max) if last else float(math.ceil(high - 1e-9) - 1)
         below, above = float(np.mean(index < strong[0])), float(np.mean(index > strong[-1]))
     return {
         "strong_cells_low": low,

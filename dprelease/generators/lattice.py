@@ -12,8 +12,8 @@ floor(log10 S), ..., floor(log10 S) - STEPS + 1 (public: the schema's bounds). A
 value's class is the coarsest candidate step of which it is a multiple
 (|x/s - round(x/s)| <= TOLERANCE, or within single precision, below), else "none"; a zero
 (|x| within TOLERANCE of the finest step) is in the class "zero", a point mass of its own: a
-multiple of every step, it says nothing about the precision (RAND HIE's log expenditures, 40
-% zeros, would otherwise put their other values on the coarsest step), and columns of
+multiple of every step, it says nothing about the precision (RAND HIE's log expenditures,
+40 % zeros, would otherwise put their other values on the coarsest step), and columns of
 amounts are often zero-inflated (NYC's hourly precipitation: 93 % zeros, drawn uniformly
 among 0, 0.01, 0.02 and 0.03 in its first cell before the zero class: 24 % zeros in the
 synthetic rows). A row with a value lies in exactly one class of each such column (a missing

@@ -144,9 +144,9 @@ class LaggedHessian:
     shrinks as Newton converges, so its local convergence stays superlinear (inexact Newton,
     Dembo, Eisenstat and Steihaug 1982). Measured (one release at epsilon 1; the whole
     discrepancy search, CPU): AER STAR (47 columns, 20,000 fit rows, 966 features, 93 per
-    row) 22.4 s with a Hessian formed at every step (39 of them) against 2.9 s (2 formed);
-    diabetes 6.2 s against 1.4 s; diamonds 4.5 s against 1.4 s; CPS1988 1.5 s against 0.7
-    s; the tilts agreeing to 1e-7 in every log weight."""
+    row) 24.4 s with a Hessian formed at every step (39 of them) against 2.8 s (2 formed);
+    diabetes 5.8 s against 1.3 s; diamonds 4.5 s against 1.1 s; CPS1988 1.2 s against 0.6
+    s; the same lambda, and every log weight within 5e-6."""
 
     def __init__(self, phi: sparse.csr_array) -> None:
         self.phi = phi

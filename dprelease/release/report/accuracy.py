@@ -9,6 +9,7 @@ from itertools import combinations
 
 from dprelease.diagnostics.accuracy import FAIR_TVD, GOOD_TVD, USABLE
 from dprelease.diagnostics.column_cells import WEAK_SDS, crowded, moved_means, noisy_tails
+from dprelease.release.report.common import human
 
 SHOWN_MARGINALS = 12
 GRADE_TEXT = {
@@ -236,11 +237,11 @@ def _tail_line(column: str, record: dict) -> str:
     if record["upper_tail_on_noise"]:
         beyond.append((record["rows_above_strong_cells"], "above", record["strong_cells_high"],
                        "99th"))  # fmt: skip
-    where = [f"{share:.1%} {direction} {edge:.4g}" for share, direction, edge, _ in beyond]
+    share, direction, edge, _ = beyond[0]
     percentiles = " and ".join(side[3] for side in beyond)
     return (
-        f"`{column}`: {where[0].replace(' ', ' of its synthetic rows lie ', 1)}"
-        + "".join(f" and {part}" for part in where[1:])
+        f"`{column}`: {share:.1%} of its synthetic rows lie {direction} {human(edge, 4)}"
+        + "".join(f" and {rows:.1%} {where} {human(at, 4)}" for rows, where, at, _ in beyond[1:])
         + f", beyond its cells whose DP counts are {WEAK_SDS:g} noise standard deviations "
         "above zero, in cells the noise alone can fill (whether or not real rows are there): "
         f"its {percentiles} percentile{'s' if len(beyond) > 1 else ''} and the values beyond "
