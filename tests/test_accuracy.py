@@ -25,7 +25,9 @@ from dprelease.diagnostics.column_cells import (
     noisy_tails,
     weak_cells,
 )
+from dprelease.encoding import Encoder
 from dprelease.generators.base import Measurement
+from dprelease.schema import Schema
 
 
 @pytest.mark.parametrize("kind", ["laplace", "gaussian"])
@@ -71,6 +73,14 @@ def test_the_demo_release_is_graded_poor():
     std = 31 / 0.8 * math.sqrt(2)
     columns = [Measurement((f"c{i}",), 32, "laplace", std, 569.0) for i in range(31)]
     assert grade(columns)["grade"] == "poor"
+
+
+def _encoder(columns: dict) -> Encoder:
+    """The encoder of a schema with these columns (the checks here read no other key)."""
+    return Encoder(Schema.model_validate({
+        "dataset": "t", "max_rows": 10_000, "budget": {"epsilon": 1.0, "delta": 1e-6},
+        "columns": columns,
+    }))  # fmt: skip
 
 
 ROWS = {
@@ -123,7 +133,6 @@ def test_pgm_states_coarse_relations_on_few_rows_only(rows, coarse, seeded_noise
     """`pgm` measures every relation in 2 x 2 cells on a few hundred rows at epsilon 1 and
     finer on 30,000 rows: the accuracy statement says so from its measurements' shapes."""
     from dprelease.datasets import census_like
-    from dprelease.encoding import Encoder
     from dprelease.generators import make_generator
     from dprelease.schema import load_schema
 
@@ -140,22 +149,13 @@ def test_crowded_columns_are_numeric_columns_with_their_rows_in_a_few_wide_cells
     """Delays bounded by -120 and 1,440 minutes but mostly within an hour of 0: 90 % of the
     rows in at most 8 of 64 cells (24.4 minutes each); a spread column, a column with one
     cell per value and a categorical one are not crowded; missing values do not count."""
-    import pandas as pd
-
-    from dprelease.encoding import Encoder
-    from dprelease.schema import Schema
-
-    schema = Schema.model_validate({
-        "dataset": "t", "max_rows": 10_000, "budget": {"epsilon": 1.0, "delta": 1e-6},
-        "columns": {
-            "delay": {"type": "integer", "min": -120, "max": 1440, "nullable": True},
-            "spread": {"type": "continuous", "min": 0, "max": 100},
-            "few": {"type": "integer", "min": 0, "max": 5},
-            "kind": {"type": "categorical", "categories": ["a", "b"]},
-            "visits": {"type": "integer", "min": 0, "max": 200},
-        },
+    encoder = _encoder({
+        "delay": {"type": "integer", "min": -120, "max": 1440, "nullable": True},
+        "spread": {"type": "continuous", "min": 0, "max": 100},
+        "few": {"type": "integer", "min": 0, "max": 5},
+        "kind": {"type": "categorical", "categories": ["a", "b"]},
+        "visits": {"type": "integer", "min": 0, "max": 200},
     })  # fmt: skip
-    encoder = Encoder(schema)
     rng = np.random.default_rng(0)
     n = 5_000
     delay = np.clip(np.round(rng.normal(5, 20, n)), -120, 1440)
@@ -204,17 +204,10 @@ def test_weak_cells_name_a_mean_that_rests_on_cells_the_noise_can_fill():
     """A count with a few synthetic rows far out, in a cell whose count under the synthetic
     shares is below 2 noise SDs: its mean with and without them, and the verdict names it;
     the same rows under little noise, or a column without such rows, are not named."""
-    from dprelease.encoding import Encoder
-    from dprelease.schema import Schema
-
-    schema = Schema.model_validate({
-        "dataset": "t", "max_rows": 10_000, "budget": {"epsilon": 1.0, "delta": 1e-6},
-        "columns": {
-            "visits": {"type": "integer", "min": 0, "max": 200, "nullable": True},
-            "spread": {"type": "continuous", "min": 0, "max": 100},
-        },
+    encoder = _encoder({
+        "visits": {"type": "integer", "min": 0, "max": 200, "nullable": True},
+        "spread": {"type": "continuous", "min": 0, "max": 100},
     })  # fmt: skip
-    encoder = Encoder(schema)
     n = 10_000  # 95 % zeros, 4.5 % in 1-12 (one cell), 0.5 % at 150 (another)
     visits = np.repeat([0, 6, 150], [9_500, 450, 50])
     spread = np.linspace(0.0, 100.0, n)
@@ -265,14 +258,7 @@ def test_a_far_tail_on_weak_cells_is_named_where_the_mean_check_is_silent():
     the rest, in cells whose counts are under 2 noise SDs, too thin to move the mean by a
     quarter SD. With 1.5 % of the rows there the 99th percentile lies in them: named, with
     the strong cells' span and the share beyond; with 0.5 % it does not: not named."""
-    from dprelease.encoding import Encoder
-    from dprelease.schema import Schema
-
-    schema = Schema.model_validate({
-        "dataset": "t", "max_rows": 10_000, "budget": {"epsilon": 1.0, "delta": 1e-6},
-        "columns": {"wages": {"type": "continuous", "min": 0, "max": 100}},
-    })  # fmt: skip
-    encoder = Encoder(schema)
+    encoder = _encoder({"wages": {"type": "continuous", "min": 0, "max": 100}})
 
     def record(tail_rows: int, std: float = 20.0) -> dict:
         body = np.linspace(0.5, 49.5, 10_000 - tail_rows)  # 8 cells of 6.25, ~1,230 rows each
@@ -301,20 +287,19 @@ def test_a_far_tail_on_weak_cells_is_named_where_the_mean_check_is_silent():
     assert thin["rows_above_strong_cells"] == pytest.approx(0.005)
     assert not thin["upper_tail_on_noise"]
     assert not record(150, std=1.0)["wages"]["upper_tail_on_noise"]  # resolved by the noise
-    counts = Schema.model_validate({
-        "dataset": "t", "max_rows": 10_000, "budget": {"epsilon": 1.0, "delta": 1e-6},
-        "columns": {"visits": {"type": "integer", "min": 0, "max": 63}},
-    })  # fmt: skip
+    counts = _encoder({"visits": {"type": "integer", "min": 0, "max": 63}})
+
+    def integer_record(visits: np.ndarray, std: float, total: float) -> dict:
+        encoded = counts.encode(pd.DataFrame({"visits": visits}))
+        return weak_cells(counts, encoded, [Measurement(("visits",), 16, "gaussian", std,
+                                                        total)])["visits"]  # fmt: skip
+
     visits = np.concatenate([np.repeat(np.arange(20), 490), np.full(150, 60)])  # 1.5 % at 60
-    coded = Encoder(counts).encode(pd.DataFrame({"visits": visits}))
-    span = weak_cells(Encoder(counts), coded, [Measurement(("visits",), 16, "gaussian", 50.0,
-                                                            5_000.0)])["visits"]  # fmt: skip
+    span = integer_record(visits, 50.0, 5_000.0)
     assert (span["strong_cells_low"], span["strong_cells_high"]) == (0.0, 22.0)  # 0, 1-4 .. 18-22
     assert span["upper_tail_on_noise"]
     spread = np.concatenate([np.repeat(np.arange(64), 150), [63] * 400])  # every cell strong
-    record_63 = weak_cells(Encoder(counts), Encoder(counts).encode(pd.DataFrame(
-        {"visits": spread})), [Measurement(("visits",), 16, "gaussian", 1.0, 10_000.0)])
-    assert record_63["visits"]["strong_cells_high"] == 63.0  # the last cell holds `max` too
+    assert integer_record(spread, 1.0, 10_000.0)["strong_cells_high"] == 63.0  # max's cell
     drowned = record(150, std=10_000.0)  # every cell weak: the mean check names it instead
     assert drowned["wages"]["strong_cells_high"] is None
     assert set(drowned["wages"]) == set(wages)  # the same keys whatever the DP outcome

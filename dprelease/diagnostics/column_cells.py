@@ -140,32 +140,33 @@ def weak_cells(
             "mean": mean,
             "mean_without_weak_cells": kept,
             "weak_cells_move_mean": moves,
-            **_far_tails(index[with_value], weak, cells),
+            **_far_tails(index[with_value], weak, cells, low, span),
         }
     return out
 
 
-def _far_tails(index: np.ndarray, weak: np.ndarray, cells: ColumnCells) -> dict:
-    """The span of the strong cells in the column's units (from the lower edge of the lowest
-    to the upper edge of the highest strong cell; for an integer column the smallest and
-    largest integers they hold; None when no cell is strong), the shares of the rows `index`
-    (their cells) below and above it, and whether each share reaches `TAIL_SHARE`. Scalars
-    only: the manifest's structure does not depend on the DP outcome."""
+def _far_tails(
+    index: np.ndarray, weak: np.ndarray, cells: ColumnCells, low: float, span: float
+) -> dict:
+    """The span of the strong cells in the column's units x = low + span u (from the lower
+    edge of the lowest to the upper edge of the highest strong cell; for an integer column
+    the smallest and largest integers they hold; None when no cell is strong), the shares of
+    the rows `index` (their cells) below and above it, and whether each share reaches
+    `TAIL_SHARE`. Scalars only: the manifest's structure does not depend on the DP outcome."""
     strong = np.flatnonzero(~weak)
-    low = high = None
+    first = last = None
     below = above = 0.0
     if strong.size and index.size:
+        first, last = (low + span * float(cells.edges[k]) for k in (strong[0], strong[-1] + 1))
         spec = cells.column.spec
-        low, high = (float(spec.min + (spec.max - spec.min) * cells.edges[k])
-                     for k in (strong[0], strong[-1] + 1))  # fmt: skip
         if isinstance(spec, IntegerColumn):  # [a, b) holds the integers ceil(a)..ceil(b) - 1
-            last = strong[-1] + 2 == len(cells.edges)  # the last cell also holds `max`
-            low = float(math.ceil(low - 1e-9))
-            high = float(spec.max) if last else float(math.ceil(high - 1e-9) - 1)
+            holds_max = strong[-1] + 2 == len(cells.edges)  # the last cell also holds `max`
+            first = float(math.ceil(first - 1e-9))
+            last = float(spec.max) if holds_max else float(math.ceil(last - 1e-9) - 1)
         below, above = float(np.mean(index < strong[0])), float(np.mean(index > strong[-1]))
     return {
-        "strong_cells_low": low,
-        "strong_cells_high": high,
+        "strong_cells_low": first,
+        "strong_cells_high": last,
         "rows_below_strong_cells": below,
         "rows_above_strong_cells": above,
         "lower_tail_on_noise": below >= TAIL_SHARE,
