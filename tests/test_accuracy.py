@@ -249,7 +249,7 @@ def test_weak_cells_name_a_mean_that_rests_on_cells_the_noise_can_fill():
         "`visits`: synthetic rows in cells whose DP counts are within 2 noise standard "
         "deviations of zero, cells the noise alone can fill, move the column's mean by more "
         "than a quarter of a standard deviation of its other rows: its mean and its far "
-        "values are not reliable; bounds closer to where the rows are leave fewer such cells"
+        "values are not reliable"
     ]
 
 
@@ -274,14 +274,15 @@ def test_a_far_tail_on_weak_cells_is_named_where_the_mean_check_is_silent():
     assert wages["rows_above_strong_cells"] == pytest.approx(0.015)
     assert wages["rows_below_strong_cells"] == 0.0
     assert wages["upper_tail_on_noise"] and not wages["lower_tail_on_noise"]
+    assert wages["cells_beyond_strong_cells"] == 8  # 50-100: bounds nearer the rows would help
+    assert not wages["one_value_per_cell"]
     assert noisy_tails({"weak_cells": thick}) == ["wages"]
     judged = verdict(grade([one_way(1.0)]), {**ROWS, "weak_cells": thick}, "good", None)
     assert judged["verdict"] == CAUTION
     assert judged["reasons"] == [
         "`wages`: 1% or more of the synthetic rows lie beyond the cells whose DP counts are 2 "
         "noise standard deviations above zero, in cells the noise alone can fill: the "
-        "column's 1st or 99th percentile and its far values are not reliable; bounds closer "
-        "to where the rows are leave fewer such cells"
+        "column's 1st or 99th percentile and its far values are not reliable"
     ]
     thin = record(50)["wages"]  # 0.5 %: the 99th percentile is in the strong cells
     assert thin["rows_above_strong_cells"] == pytest.approx(0.005)
@@ -300,6 +301,12 @@ def test_a_far_tail_on_weak_cells_is_named_where_the_mean_check_is_silent():
     assert span["upper_tail_on_noise"]
     spread = np.concatenate([np.repeat(np.arange(64), 150), [63] * 400])  # every cell strong
     assert integer_record(spread, 1.0, 10_000.0)["strong_cells_high"] == 63.0  # max's cell
+    assert integer_record(spread, 1.0, 10_000.0)["cells_beyond_strong_cells"] == 0
+    flags = _encoder({"flag": {"type": "integer", "min": 0, "max": 1}})  # a cell per value
+    rare = flags.encode(pd.DataFrame({"flag": np.repeat([0, 1], [9_700, 300])}))
+    flag = weak_cells(flags, rare, [Measurement(("flag",), 2, "gaussian", 200.0, 10_000.0)])
+    assert flag["flag"]["cells_beyond_strong_cells"] == 1  # its 1s: weak, but not a bound's fault
+    assert flag["flag"]["one_value_per_cell"]
     drowned = record(150, std=10_000.0)  # every cell weak: the mean check names it instead
     assert drowned["wages"]["strong_cells_high"] is None
     assert set(drowned["wages"]) == set(wages)  # the same keys whatever the DP outcome

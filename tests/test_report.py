@@ -398,18 +398,24 @@ def test_a_mean_resting_on_weak_cells_is_named_with_both_means(manifest):
     keys = {"weak_cells", "rows_in_weak_cells", "mean", "mean_without_weak_cells",
             "weak_cells_move_mean", "strong_cells_low", "strong_cells_high",
             "rows_below_strong_cells", "rows_above_strong_cells", "lower_tail_on_noise",
-            "upper_tail_on_noise"}  # fmt: skip
+            "upper_tail_on_noise", "cells_beyond_strong_cells", "one_value_per_cell"}  # fmt: skip
     assert all(set(record) == keys for record in weak.values())
     edited = json.loads(json.dumps(manifest))
     tails = {"strong_cells_low": 0.0, "strong_cells_high": 50.0, "rows_below_strong_cells": 0.0,
              "rows_above_strong_cells": 0.0, "lower_tail_on_noise": False,
-             "upper_tail_on_noise": False}  # fmt: skip
+             "upper_tail_on_noise": False, "cells_beyond_strong_cells": 8,
+             "one_value_per_cell": False}  # fmt: skip
     edited["accuracy"]["synthetic_rows"]["weak_cells"] = {
         "wage": {"weak_cells": 40, "rows_in_weak_cells": 0.0123, "mean": 812.4,
                  "mean_without_weak_cells": 640.55, "weak_cells_move_mean": True,
                  **tails, "upper_tail_on_noise": True},
         "hours": {"weak_cells": 16, "rows_in_weak_cells": 1.0, "mean": 40.2,
-                  "mean_without_weak_cells": None, "weak_cells_move_mean": True, **tails},
+                  "mean_without_weak_cells": None, "weak_cells_move_mean": True, **tails,
+                  "strong_cells_low": None, "strong_cells_high": None},
+        "children": {"weak_cells": 1, "rows_in_weak_cells": 0.08, "mean": 0.08,
+                     "mean_without_weak_cells": 0.0, "weak_cells_move_mean": True, **tails,
+                     "strong_cells_high": 0.0, "cells_beyond_strong_cells": 1,
+                     "one_value_per_cell": True},
         "age": {"weak_cells": 0, "rows_in_weak_cells": 0.0, "mean": 41.0,
                 "mean_without_weak_cells": 41.0, "weak_cells_move_mean": False, **tails},
     }  # fmt: skip
@@ -419,6 +425,19 @@ def test_a_mean_resting_on_weak_cells_is_named_with_both_means(manifest):
     assert "its synthetic mean is 812.4, and 640.5 without them." in wage
     hours = next(line for line in lines if line.startswith("`hours`: 100.0%"))
     assert "its synthetic mean is 40.2, and every cell of it is weak, so there is no mean" in hours
+    # what leaves fewer weak cells: bounds only where cells of several values lie beyond the
+    # strong ones; a 0/1 column's weak 1s, or a column without a strong cell, need more rows
+    assert wage.endswith("Bounds in the schema closer to where its rows are, more rows or a "
+                         "larger ε leave fewer such cells.")
+    assert hours.endswith("No cell of it stands above the noise: more rows, fewer columns or a "
+                          "larger ε leave fewer such cells.")
+    children = next(line for line in lines if line.startswith("`children`: 8.0%"))
+    assert "lie in 1 cell whose DP counts" in children
+    assert children.endswith("More rows or a larger ε leave fewer such cells; narrower bounds "
+                             "too, but only if no real row can take a value other than 0.")
+    edited["accuracy"]["synthetic_rows"]["weak_cells"]["wage"]["cells_beyond_strong_cells"] = 0
+    inner = next(line for line in usable_section(edited) if line.startswith("`wage`: 1.2%"))
+    assert inner.endswith("its bounds are not the cause.")  # weak cells between strong ones
     assert not any(line.startswith("`age`") for line in lines)
     assert sum(line.startswith("`wage`") for line in lines) == 1  # its tail: the mean's line
 

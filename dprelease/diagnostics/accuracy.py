@@ -221,13 +221,11 @@ def verdict(accuracy: dict, rows: dict, weights_verdict: str, weights_chi2: floa
         (moved_means(rows), f"synthetic rows in cells whose DP counts are within {WEAK_SDS:g} "
          "noise standard deviations of zero, cells the noise alone can fill, move the "
          "column's mean by more than a quarter of a standard deviation of its other rows: its "
-         "mean and its far values are not reliable; bounds closer to where the rows are leave "
-         "fewer such cells"),
+         "mean and its far values are not reliable"),
         (noisy_tails(rows), f"{TAIL_SHARE:.0%} or more of the synthetic rows lie beyond the "
          f"cells whose DP counts are {WEAK_SDS:g} noise standard deviations above zero, in "
          "cells the noise alone can fill: the column's 1st or 99th percentile and its far "
-         "values are not reliable; bounds closer to where the rows are leave fewer such "
-         "cells"),
+         "values are not reliable"),
     )  # fmt: skip
     for names, reason in column_reasons:
         if names:

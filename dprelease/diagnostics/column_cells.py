@@ -151,11 +151,16 @@ def _far_tails(
     """The span of the strong cells in the column's units x = low + span u (from the lower
     edge of the lowest to the upper edge of the highest strong cell; for an integer column
     the smallest and largest integers they hold; None when no cell is strong), the shares of
-    the rows `index` (their cells) below and above it, and whether each share reaches
-    `TAIL_SHARE`. Scalars only: the manifest's structure does not depend on the DP outcome."""
+    the rows `index` (their cells) below and above it, whether each share reaches
+    `TAIL_SHARE`, how many cells lie beyond it and whether each cell is one value of the
+    column (`points`): where no cell lies beyond the strong ones, or each cell is one value,
+    bounds nearer the rows cannot leave fewer weak cells; only more rows or a larger epsilon
+    can (the report's advice, `release.report.accuracy`). Scalars only: the manifest's
+    structure does not depend on the DP outcome."""
     strong = np.flatnonzero(~weak)
     first = last = None
     below = above = 0.0
+    beyond = int(strong[0] + weak.size - 1 - strong[-1]) if strong.size else 0
     if strong.size and index.size:
         first, last = (low + span * float(cells.edges[k]) for k in (strong[0], strong[-1] + 1))
         spec = cells.column.spec
@@ -169,6 +174,8 @@ def _far_tails(
         "strong_cells_high": last,
         "rows_below_strong_cells": below,
         "rows_above_strong_cells": above,
+        "cells_beyond_strong_cells": beyond,
+        "one_value_per_cell": cells.points is not None,
         "lower_tail_on_noise": below >= TAIL_SHARE,
         "upper_tail_on_noise": above >= TAIL_SHARE,
     }

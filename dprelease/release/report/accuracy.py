@@ -201,7 +201,7 @@ def _rows_lines(rows: dict, schema_columns: dict) -> list[str]:
                  and record["lowest_cell_among_them"])  # fmt: skip
         lines.append(
             f"`{column}`: 90 % of its synthetic rows lie in {record['cells_holding_90_percent']}"
-            f" of its {record['cells']} cells (up to {record['widest_of_them']:.3g} wide). "
+            f" of its {record['cells']} cells (up to {human(record['widest_of_them'])} wide). "
             "Inside a cell synthetic values are spread evenly (on the column's measured "
             "precision, where it has one): relations with other columns finer than a cell are "
             "lost, and so is the column's own shape there. Bounds in the "
@@ -215,13 +215,14 @@ def _rows_lines(rows: dict, schema_columns: dict) -> list[str]:
         kept = record["mean_without_weak_cells"]
         lines.append(
             f"`{column}`: {record['rows_in_weak_cells']:.1%} of its synthetic rows lie in "
-            f"{record['weak_cells']} cells whose DP counts are within {WEAK_SDS:g} noise "
+            f"{record['weak_cells']} cell{'s' if record['weak_cells'] != 1 else ''} whose DP "
+            f"counts are within {WEAK_SDS:g} noise "
             "standard deviations of zero (cells the noise alone can fill, whether or not real "
-            f"rows are there); its synthetic mean is {record['mean']:.4g}, "
-            + (f"and {kept:.4g} without them" if kept is not None else "and every cell of it "
+            f"rows are there); its synthetic mean is {human(record['mean'], 4)}, "
+            + (f"and {human(kept, 4)} without them" if kept is not None else "and every cell of it "
                "is weak, so there is no mean without them")  # fmt: skip
-            + f". Means, sums and far values of `{column}` rest on those rows: bounds in the "
-            "schema closer to where its rows are leave fewer such cells."
+            + f". Means, sums and far values of `{column}` rest on those rows. "
+            + _fewer_weak_cells(record)
         )
     lines += [_tail_line(column, rows["weak_cells"][column]) for column in noisy_tails(rows)]
     return [*lines, ""]
@@ -245,6 +246,28 @@ def _tail_line(column: str, record: dict) -> str:
         + f", beyond its cells whose DP counts are {WEAK_SDS:g} noise standard deviations "
         "above zero, in cells the noise alone can fill (whether or not real rows are there): "
         f"its {percentiles} percentile{'s' if len(beyond) > 1 else ''} and the values beyond "
-        "rest on noise, not on real rows. Bounds in the schema closer to where its rows are "
-        "leave fewer such cells."
+        "rest on noise, not on real rows. " + _fewer_weak_cells(record)
     )
+
+
+def _fewer_weak_cells(record: dict) -> str:
+    """What leaves a column fewer weak cells (`column_cells.weak_cells`): more rows or a
+    larger epsilon always; fewer columns too where no cell is strong (each column's noise
+    grows with the number of tables measured); bounds nearer its rows where cells of several
+    values lie beyond its strong ones. Where each cell is one value (a month, a 0/1
+    indicator), a value beyond the strong cells may be a rare real one, so narrower bounds
+    only if no real row can take it; where no cell lies beyond them, the bounds are not the
+    cause."""
+    low, high = record.get("strong_cells_low"), record.get("strong_cells_high")
+    if low is None or high is None:
+        return ("No cell of it stands above the noise: more rows, fewer columns or a larger "
+                "ε leave fewer such cells.")
+    if not record.get("cells_beyond_strong_cells"):
+        return "More rows or a larger ε leave fewer such cells; its bounds are not the cause."
+    if record.get("one_value_per_cell"):
+        kept = (f"other than {human(low, 4)}" if low == high
+                else f"outside {human(low, 4)}-{human(high, 4)}")  # fmt: skip
+        return ("More rows or a larger ε leave fewer such cells; narrower bounds too, but only "
+                f"if no real row can take a value {kept}.")
+    return ("Bounds in the schema closer to where its rows are, more rows or a larger ε leave "
+            "fewer such cells.")
