@@ -20,7 +20,10 @@ rwm5yr (19,609 person-years, a categorical target, visit counts bounded far abov
 rows) and COUNT's medpar (1,495 hospital stays, length of stay as a count target; all
 2026-11-27). For wide schemas (2026-11-27, twelfth session): wooldridge's wage1 (526
 workers, 21 columns; TUNING: it chose against MST-style exponential-mechanism selection)
-and ISLR's College (777 colleges, 18 columns; CONFIRMATION).
+and ISLR's College (777 colleges, 18 columns; CONFIRMATION). With binary targets
+(2026-11-27, thirteenth session; all CONFIRMATION): ISLR's Default (10,000 customers, 3 %
+defaults), carData's Mroz (753 women), AER's SwissLabor (872 women) and AER's HMDA (2,380
+mortgage applications).
 """
 
 from __future__ import annotations
@@ -68,9 +71,14 @@ SOURCES = {
     "medpar": Source("COUNT", "medpar", CONFIRMATION),
     "wage1": Source("wooldridge", "wage1", TUNING),
     "college": Source("ISLR", "College", CONFIRMATION),
+    "default": Source("ISLR", "Default", CONFIRMATION),
+    "mroz": Source("carData", "Mroz", CONFIRMATION),
+    "swisslabor": Source("AER", "SwissLabor", CONFIRMATION),
+    "hmda": Source("AER", "HMDA", CONFIRMATION),
 }
 EXTRA = ("diabetes", "breast", "randhie", "affairs", "affairs-bounds", "islrwage", "nmes1988",
-         "recreation", "rwm5yr", "medpar", "wage1", "college")  # fmt: skip
+         "recreation", "rwm5yr", "medpar", "wage1", "college", "default", "mroz", "swisslabor",
+         "hmda")  # fmt: skip
 STUDY = tuple(name for name in SOURCES if name not in EXTRA)
 
 
