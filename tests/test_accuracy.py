@@ -117,7 +117,8 @@ def test_relations_are_coarse_when_most_columns_enter_them_in_two_cells():
     two cells; coarse when they are at least half of such columns (a binary column in two
     cells is exact and does not count)."""
     coarse = coarse_relations(_measured((2, 2, 2)))
-    assert coarse == {"columns_in_two_cells": ["a", "b"], "related_columns": 2, "coarse": True}
+    assert coarse == {"columns_in_two_cells": ["a", "b"], "related_columns": 2, "coarse": True,
+                      "cells_with_target": []}  # fmt: skip
     assert coarse_relations(_measured((4, 2, 2)))["coarse"]  # half of them
     assert not coarse_relations(_measured((4, 4, 2)))["coarse"]
     unstated = _measured((2, 2, 2))[:3] + [Measurement(("a", "b"), 4, "gaussian", 1.0, 1e4)]

@@ -530,3 +530,34 @@ def test_the_pairs_measured_together_are_listed(manifest):
     held = {frozenset(p) for m in manifest["accuracy"]["marginals"]
             for p in combinations(m["columns"], 2)}  # fmt: skip
     assert f"{len(held)} of the {len(names) * (len(names) - 1) // 2} pairs" in line
+
+
+def test_a_categorical_targets_cells_with_each_numeric_column_are_named(manifest):
+    """Inside a measured cell a numeric column is drawn apart from a categorical target
+    (`diagnostics.accuracy`, "Inside a cell"): the report names each numeric column's cells
+    with the census target `high_earner`, from the measurements; a numeric target or none
+    gets no such line."""
+    from dprelease.diagnostics.accuracy import coarse_relations
+    from dprelease.generators.base import Measurement
+    from dprelease.release.report.accuracy import usable_section
+
+    records = manifest["accuracy"]["relations"]["cells_with_target"]
+    columns = manifest["schema"]["columns"]
+    numeric = [r for r in records if columns[r["column"]]["type"] != "categorical"]
+    assert {r["column"] for r in numeric} == {"age", "education", "hours", "wage",
+                                              "capital_gain"}  # fmt: skip
+    (line,) = [x for x in usable_section(manifest) if x.startswith("Relations with the target")]
+    assert "`high_earner` is categorical" in line and "drawn apart from it" in line
+    assert line.endswith(", ".join(f"`{r['column']}` in {r['cells']}" for r in numeric)
+                         + " cells.")  # fmt: skip
+    for target in ("wage", None):
+        schema = {**manifest["schema"], "target": target}
+        assert not any(x.startswith("Relations with the target")
+                       for x in usable_section({**manifest, "schema": schema}))  # fmt: skip
+    # the most cells a column had in a marginal that holds the target, whichever marginal
+    measured = [Measurement(("y", "a"), 8, "gaussian", 1.0, 100.0, (2, 4)),
+                Measurement(("y", "b", "a"), 24, "gaussian", 1.0, 100.0, (2, 2, 6)),
+                Measurement(("a", "c"), 64, "gaussian", 1.0, 100.0, (8, 8))]  # fmt: skip
+    assert coarse_relations(measured, "y")["cells_with_target"] == [
+        {"column": "a", "cells": 6}, {"column": "b", "cells": 2}]
+    assert coarse_relations(measured)["cells_with_target"] == []

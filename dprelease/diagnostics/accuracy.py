@@ -35,6 +35,16 @@ axis of every multi-way marginal that holds it (the generator's `Measurement.sha
 at least half of the columns with more than two cells that enter a multi-way marginal are,
 the relations are coarse.
 
+Inside a cell. The marginal-based generators draw a numeric column's value inside its
+measured cell apart from the other columns (`pgm` couples an ordered target and each numeric
+feature by a Gaussian copula near each cell, `generators.pgm_latent`), so with a
+categorical target a relation that changes inside a cell comes out flatter: ISLR's
+Default (10,000 rows, 3 % defaults, epsilon 1), whose balance entered the tables with the
+target in 11 cells, gave a logistic slope of balance of 2.94 synthetic against 5.74 real,
+and the real rows with each balance drawn uniformly inside the same 11 cells of equal mass
+give 2.70. The report names each numeric column's cells with a categorical target
+(`cells_with_target`).
+
 Collapse (`collapse`). A generator can produce few distinct rows whatever its weights' PSIS
 diagnostics say (PSIS judges the weights, not the rows): with a continuous column every
 synthetic row should be distinct, so fewer than `DISTINCT_CONTINUOUS` (50 %) distinct rows is
@@ -88,9 +98,10 @@ def expected_tvd(measurement: Measurement) -> float:
     return min(1.0, measurement.cells * mean_abs / (2.0 * measurement.noisy_total))
 
 
-def grade(measurements: Sequence[Measurement]) -> dict:
-    """Each measured marginal's expected TVD, their medians (one-way, multi-way) and the
-    grade (module docstring)."""
+def grade(measurements: Sequence[Measurement], target: str | None = None) -> dict:
+    """Each measured marginal's expected TVD, their medians (one-way, multi-way), the grade
+    and the relations' resolution, with the `target` where the schema names one (module
+    docstring)."""
     rows = [
         {"columns": list(m.columns), "cells": m.cells, "expected_tvd": expected_tvd(m)}
         for m in measurements
@@ -110,27 +121,33 @@ def grade(measurements: Sequence[Measurement]) -> dict:
         "grade": label,
         "one_way_median_expected_tvd": one_median,
         "multi_way_median_expected_tvd": multi_median,
-        "relations": coarse_relations(measurements),
+        "relations": coarse_relations(measurements, target),
         "marginals": rows,
     }
 
 
-def coarse_relations(measurements: Sequence[Measurement]) -> dict:
+def coarse_relations(measurements: Sequence[Measurement], target: str | None = None) -> dict:
     """The columns with more than two cells that every multi-way marginal holding them
     measured in two cells, out of those that some multi-way marginal holds, and whether
-    they are at least half (module docstring)."""
+    they are at least half (module docstring); and the most cells each other column had in
+    a multi-way marginal with the `target` (`cells_with_target`, a list of records so that
+    the manifest's structure does not depend on which tables the DP outputs chose)."""
     own = {m.columns[0]: m.cells for m in measurements if len(m.columns) == 1}
     finest: dict[str, int] = {}
+    with_target: dict[str, int] = {}
     for m in measurements:
         if len(m.columns) > 1 and m.shape is not None:
             for column, size in zip(m.columns, m.shape, strict=True):
                 finest[column] = max(finest.get(column, 0), size)
+                if target in m.columns and column != target:
+                    with_target[column] = max(with_target.get(column, 0), size)
     related = [c for c in finest if own.get(c, 0) > 2]
     two = [c for c in related if finest[c] <= 2]
     return {
         "columns_in_two_cells": two,
         "related_columns": len(related),
         "coarse": bool(related) and 2 * len(two) >= len(related),
+        "cells_with_target": [{"column": c, "cells": n} for c, n in with_target.items()],
     }
 
 

@@ -163,7 +163,7 @@ def synthetic_bundle(
     synthetic = decode_synthetic(plan.encoder, outcome.synthetic)
     log_weights = outcome.estimate.log_weights
     weights = normalised_weights(diagnostics.log_weights)
-    accuracy = grade(outcome.measurements)
+    accuracy = grade(outcome.measurements, plan.schema.target)
     if outcome.precision is not None:
         accuracy["measured_precision"] = outcome.precision
     rows = collapse(synthetic, plan.schema.public_dict()["columns"])

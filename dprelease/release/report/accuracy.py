@@ -37,6 +37,7 @@ def usable_section(manifest: dict) -> list[str]:
         *_marginals_table(accuracy),
         *_pairs_lines(accuracy["marginals"], manifest["schema"]),
         *_relations_lines(accuracy["relations"]),
+        *_inside_cells_lines(accuracy["relations"], manifest["schema"]),
         *_precision_lines(accuracy.get("measured_precision"), manifest),
         *_rows_lines(accuracy["synthetic_rows"], manifest["schema"]["columns"]),
     ]
@@ -113,6 +114,28 @@ def _relations_lines(relations: dict) -> list[str]:
         f"measured multi-way marginal in two cells (above or below a DP split): {shown}. "
         "Their relations in the synthetic rows are weaker than the real ones, or lost to the "
         "noise.",
+        "",
+    ]
+
+
+def _inside_cells_lines(relations: dict, schema: dict) -> list[str]:
+    """With a categorical target: the cells in which each numeric column was measured with
+    it, inside which its values are drawn apart from the target (`diagnostics.accuracy`,
+    "Inside a cell")."""
+    columns, target = schema["columns"], schema.get("target")
+    if target is None or columns.get(target, {}).get("type") != "categorical":
+        return []
+    numeric = [record for record in relations.get("cells_with_target", [])
+               if columns.get(record["column"], {}).get("type") != "categorical"]  # fmt: skip
+    if not numeric:
+        return []
+    shown = ", ".join(f"`{r['column']}` in {r['cells']}" for r in numeric)
+    return [
+        f"Relations with the target: `{target}` is categorical, and inside each cell in which "
+        "a numeric column was measured with it, the column's synthetic values are drawn apart "
+        "from it, so a relation that changes inside a cell comes out flatter than the real one "
+        f"(a logistic regression's slope, for instance; more rows give finer cells): {shown} "
+        "cells.",
         "",
     ]
 
