@@ -454,12 +454,14 @@ def test_a_far_tail_resting_on_weak_cells_is_named_with_its_span(manifest):
                  "mean_without_weak_cells": 15.1, "weak_cells_move_mean": False,
                  "strong_cells_low": 6.25, "strong_cells_high": 12_500.0,
                  "rows_below_strong_cells": 0.012, "rows_above_strong_cells": 0.018,
-                 "lower_tail_on_noise": True, "upper_tail_on_noise": True},
+                 "lower_tail_on_noise": True, "upper_tail_on_noise": True,
+                 "cells_beyond_strong_cells": 3, "one_value_per_cell": False},
         "age": {"weak_cells": 1, "rows_in_weak_cells": 0.004, "mean": 41.0,
                 "mean_without_weak_cells": 41.0, "weak_cells_move_mean": False,
                 "strong_cells_low": 16.0, "strong_cells_high": 90.0,
                 "rows_below_strong_cells": 0.0, "rows_above_strong_cells": 0.004,
-                "lower_tail_on_noise": False, "upper_tail_on_noise": False},
+                "lower_tail_on_noise": False, "upper_tail_on_noise": False,
+                "cells_beyond_strong_cells": 1, "one_value_per_cell": False},
     }  # fmt: skip
     lines = usable_section(edited)
     wage = next(line for line in lines if line.startswith("`wage`"))

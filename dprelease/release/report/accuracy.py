@@ -125,7 +125,7 @@ def _inside_cells_lines(relations: dict, schema: dict) -> list[str]:
     columns, target = schema["columns"], schema.get("target")
     if target is None or columns.get(target, {}).get("type") != "categorical":
         return []
-    numeric = [record for record in relations.get("cells_with_target", [])
+    numeric = [record for record in relations["cells_with_target"]
                if columns.get(record["column"], {}).get("type") != "categorical"]  # fmt: skip
     if not numeric:
         return []
@@ -281,13 +281,13 @@ def _fewer_weak_cells(record: dict) -> str:
     indicator), a value beyond the strong cells may be a rare real one, so narrower bounds
     only if no real row can take it; where no cell lies beyond them, the bounds are not the
     cause."""
-    low, high = record.get("strong_cells_low"), record.get("strong_cells_high")
+    low, high = record["strong_cells_low"], record["strong_cells_high"]
     if low is None or high is None:
         return ("No cell of it stands above the noise: more rows, fewer columns or a larger "
                 "ε leave fewer such cells.")
-    if not record.get("cells_beyond_strong_cells"):
+    if not record["cells_beyond_strong_cells"]:
         return "More rows or a larger ε leave fewer such cells; its bounds are not the cause."
-    if record.get("one_value_per_cell"):
+    if record["one_value_per_cell"]:
         kept = (f"other than {human(low, 4)}" if low == high
                 else f"outside {human(low, 4)}-{human(high, 4)}")  # fmt: skip
         return ("More rows or a larger ε leave fewer such cells; narrower bounds too, but only "
