@@ -96,6 +96,18 @@ def test_rounding_never_refuses_an_exact_fit(ledger_url, dataset):
             ledger.reserve(dataset, cap, "d", [spend(1e-9)])
 
 
+def test_the_caps_tolerance_is_relative_on_a_tiny_delta(ledger_url, dataset):
+    cap = Spend(1.0, 1e-12)
+    with Ledger(ledger_url) as ledger:
+        with pytest.raises(BudgetExceededError):
+            ledger.reserve(dataset, cap, "a", [spend(0.1, 1.5e-12)])
+        ledger.reserve(dataset, cap, "b", [spend(0.1, 0.7e-12)])
+        with pytest.raises(BudgetExceededError):
+            ledger.reserve(dataset, cap, "c", [spend(0.1, 0.7e-12)])
+        ledger.reserve(dataset, cap, "d", [spend(0.1, 0.3e-12)])  # 0.7 + 0.3 rounds to the cap
+        assert ledger.spent(dataset).delta == pytest.approx(1e-12, rel=1e-12)
+
+
 def test_a_reservation_without_commit_stays_spent(ledger_url, dataset):
     with Ledger(ledger_url) as ledger:
         ledger.reserve(dataset, CAP, "crashed-run", [spend(2.5)])

@@ -5,8 +5,10 @@ the deltas add up (Dwork and Roth 2014, Theorem 3.16; valid when each release is
 after the earlier ones were seen: Rogers, Roth, Ullman and Vadhan 2016), unless the dataset
 is registered with the Rényi filter (`dprelease.privacy.accountants`). Sums use `math.fsum`
 so the order of entries never changes a decision. A spend fits the cap when its total does
-not exceed the cap by more than `CAP_SLACK` (1e-12, absorbing the rounding of e.g.
-0.1 + 0.2 against 0.3; far below any meaningful privacy difference).
+not exceed the cap by more than a relative `CAP_RTOL` (1e-9 of the cap, `at_most`), which
+absorbs the rounding of sums such as 0.1 + 0.2 against 0.3 (relative errors near 1e-16) and
+nothing of meaning. The tolerance is relative on epsilon and on delta alike: an absolute one
+would let a cap's delta of 1e-12 be overspent by 100 %.
 """
 
 from __future__ import annotations
@@ -24,7 +26,12 @@ from dprelease.privacy.mechanisms import (
 )
 
 NEIGHBOURING = "add/remove-one"
-CAP_SLACK = 1e-12
+CAP_RTOL = 1e-9
+
+
+def at_most(value: float, limit: float) -> bool:
+    """`value <= limit` up to the relative rounding tolerance `CAP_RTOL` (module docstring)."""
+    return value <= limit * (1 + CAP_RTOL)
 
 
 @dataclass(frozen=True)
@@ -35,7 +42,7 @@ class Spend:
     delta: float
 
     def fits_within(self, cap: Spend) -> bool:
-        return self.epsilon <= cap.epsilon + CAP_SLACK and self.delta <= cap.delta + CAP_SLACK
+        return at_most(self.epsilon, cap.epsilon) and at_most(self.delta, cap.delta)
 
 
 @dataclass(frozen=True)
@@ -96,8 +103,7 @@ def closed_form_violation(d: Mechanism | None, epsilon: float, delta: float) -> 
         implied = (d.epsilon, d.delta)
     else:
         return None
-    tolerance = 1e-9 * max(1.0, epsilon)
-    if implied[0] > epsilon + tolerance or implied[1] > delta + CAP_SLACK:
+    if not (at_most(implied[0], epsilon) and at_most(implied[1], delta)):
         return (
             f"its description {d} is ({implied[0]:g}, {implied[1]:g})-DP, "
             f"more than the ({epsilon:g}, {delta:g}) it records"

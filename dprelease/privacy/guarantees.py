@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 
-from dprelease.privacy.accounting import CAP_SLACK, PlannedSpend, closed_form_violation
+from dprelease.privacy.accounting import PlannedSpend, closed_form_violation
 from dprelease.privacy.calibration import dpsgd_epsilon, gaussian_delta
 from dprelease.privacy.mechanisms import ZCDP, Gaussian, Mechanism, PoissonSubsampledGaussian
 
@@ -46,11 +46,11 @@ def check_guarantee(spend: PlannedSpend, description: Mechanism | None = None) -
         raise ValueError(f"{spend.mechanism}: {problem}")
     if isinstance(d, Gaussian):
         actual = gaussian_delta(d.sigma, d.l2_sensitivity, epsilon) if delta > 0 else 1.0
-        holds = actual <= delta * (1 + DELTA_RTOL) + CAP_SLACK
+        holds = actual <= delta * (1 + DELTA_RTOL)
         claim = f"delta={actual:.6g} at epsilon={epsilon:g}"
     elif isinstance(d, PoissonSubsampledGaussian | ZCDP):
         actual = _epsilon_at(d, delta) if delta > 0 else math.inf
-        holds = actual <= epsilon * (1 + EPSILON_RTOL) + CAP_SLACK
+        holds = actual <= epsilon * (1 + EPSILON_RTOL)
         claim = f"epsilon={actual:.6g} at delta={delta:g}"
     else:
         return  # closed forms (above) or no description

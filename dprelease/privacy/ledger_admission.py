@@ -11,7 +11,7 @@ from sqlalchemy.engine import Row
 
 from dprelease.errors import BudgetExceededError, InputError
 from dprelease.privacy.accountants import BASIC, compose_history, enforcing
-from dprelease.privacy.accounting import CAP_SLACK, Cap, PlannedSpend, Spend, compose
+from dprelease.privacy.accounting import Cap, PlannedSpend, Spend, at_most, compose
 from dprelease.privacy.guarantees import check_guarantee
 
 
@@ -86,7 +86,7 @@ def refuse_impossible_delta(dataset: str, cap: Spend, planned: Sequence[PlannedS
     never be admitted: under basic composition it alone exceeds the cap, and no accountant may
     charge it less than the delta it records and states (issue 19, item 8)."""
     wanted = compose(planned)
-    if wanted.delta > cap.delta + CAP_SLACK:
+    if not at_most(wanted.delta, cap.delta):
         raise BudgetExceededError(
             f"dataset {dataset!r}: this release's delta={wanted.delta:g} exceeds the cap's "
             f"delta={cap.delta:g}; no release may spend more delta than the dataset's lifetime "

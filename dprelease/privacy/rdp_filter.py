@@ -98,7 +98,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from dprelease.privacy import mechanisms as mech
-from dprelease.privacy.accounting import CAP_SLACK, Spend
+from dprelease.privacy.accounting import Spend, at_most
 
 FILTER_ORDERS = (1.5, 1.75, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 12.0, 16.0, 20.0, 32.0, 64.0,
                  256.0)  # fmt: skip
@@ -206,7 +206,7 @@ def filter_spend(
     """
     counts = [1] * len(mechanisms) if counts is None else counts
     tally = math.fsum(c * approx_delta(m) for m, c in zip(mechanisms, counts, strict=True))
-    if tally > APPROX_SHARE * delta + CAP_SLACK:
+    if not at_most(tally, APPROX_SHARE * delta):
         return Spend(math.inf, delta)
     pure = [pure_epsilon(m) for m in mechanisms]
     candidates = []

@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from dprelease.privacy.accounting import CAP_SLACK, Cap, Spend, compose
+from dprelease.privacy.accounting import Cap, Spend, at_most, compose
 from dprelease.release.files import LEDGER_FILE
 from dprelease.verify.check import Check, read_parquet, spend_of
 
@@ -80,7 +80,7 @@ def _cap_checks(
         if isinstance(budget, dict) and spend_of(budget) == cap
         else Check("cap", False, "the manifest's cap is not the schema's budget"),
         Check("release-delta", True, f"delta={release.delta:.6g} within the cap's")
-        if release.delta <= cap.delta + CAP_SLACK
+        if at_most(release.delta, cap.delta)
         else Check(
             "release-delta",
             False,
