@@ -12,6 +12,12 @@ from __future__ import annotations
 MANIFEST_FILE = "manifest.json"
 LEDGER_FILE = "ledger.parquet"
 REPORT_FILE = "report.md"
+# The status of a ledger entry as `ledger.parquet` publishes it: committed (its run committed
+# what it spent) or not committed (reserved by a run that has not committed: running, or
+# stopped after touching the data; charged in full either way). Why a run did not commit is
+# not published: a failure after the data was read may depend on the data.
+COMMITTED = "committed"
+NOT_COMMITTED = "not committed"
 
 # DP synthetic data (the main paper's release)
 SYNTHETIC = "synthetic"

@@ -14,8 +14,14 @@ the writer adds what all kinds share:
 - the release id and privacy statement as Arrow key-value metadata of every Parquet file;
 - `report.md` (written by the kind's `report` callable, which receives the manifest).
 
-Everything is written into a hidden sibling directory and renamed into place only when
-complete; a failure removes the partial directory, so a release exists whole or not at all.
+Everything is written inside a hidden sibling directory that only its owner can open, and
+renamed into place only when complete; a failure removes the partial directory, so a release
+exists whole or not at all. The modification and access times of its files, of its directory
+and of the dataset's directory are set to the time of its id, taken before the data was read.
+What no process can set is an inode's change time (ctime): on the curator's filesystem it
+shows when the writer finished, as does the moment the directory appears. Both stay inside
+the trust boundary (docs/privacy-model.md section 8); a copy made to publish the release
+(`cp -p`, `rsync -t`, an upload) carries the id's modification times and its own ctimes.
 """
 
 from __future__ import annotations
@@ -45,8 +51,15 @@ from dprelease.privacy.accountants import (
     compose_history,
 )
 from dprelease.privacy.accounting import NEIGHBOURING, Cap, Spend, cap_delta_warning, compose
+from dprelease.privacy.ledger import SPENT
 from dprelease.privacy.ledger_tables import LedgerEntry
-from dprelease.release.files import LEDGER_FILE, MANIFEST_FILE, REPORT_FILE
+from dprelease.release.files import (
+    COMMITTED,
+    LEDGER_FILE,
+    MANIFEST_FILE,
+    NOT_COMMITTED,
+    REPORT_FILE,
+)
 
 VERSIONED_PACKAGES = (
     "dprelease",
@@ -213,9 +226,13 @@ def write_release(bundle: ReleaseBundle, out_dir: str | Path) -> Path:
     final = dataset_dir / bundle.release_id
     if final.exists():
         raise FileExistsError(f"{final} exists already")
+    created = [d for d in (Path(out_dir), dataset_dir) if not d.exists()]
     dataset_dir.mkdir(parents=True, exist_ok=True)
-    partial = dataset_dir / f".incomplete-{bundle.release_id}"
+    staging = dataset_dir / f".incomplete-{bundle.release_id}"
+    staging.mkdir(mode=0o700)  # private while staged: nobody else sees the release grow
+    partial = staging / bundle.release_id
     partial.mkdir()
+    moment = release_time(bundle.release_id)
     try:
         manifest = _manifest(bundle)
         _write_data_files(bundle, manifest["privacy_statement"], partial)
@@ -223,11 +240,14 @@ def write_release(bundle: ReleaseBundle, out_dir: str | Path) -> Path:
         manifest["files"] = _checksums(partial)
         (partial / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
         _fsync_tree(partial)
-        _stamp_times(partial, release_time(bundle.release_id))
+        _stamp_times(partial, moment)
         os.rename(partial, final)
-        _stamp_times(final, release_time(bundle.release_id), files=False)
+        staging.rmdir()
+        _stamp_times(final, moment, files=False)
+        for directory in (dataset_dir, *created):  # their modification times: the id's too
+            _stamp_times(directory, moment, files=False)
     except BaseException:
-        shutil.rmtree(partial, ignore_errors=True)
+        shutil.rmtree(staging, ignore_errors=True)
         raise
     return final
 
@@ -309,6 +329,10 @@ def _write_data_files(bundle: ReleaseBundle, statement: str, directory: Path) ->
     for column in ("params", "description"):  # JSON text: one Arrow type for any content
         if column in ledger:
             ledger[column] = ledger[column].map(lambda value: json.dumps(value, sort_keys=True))
+    if "status" in ledger:  # committed or not: why a run did not commit is not published
+        ledger["status"] = ledger["status"].map(
+            lambda status: COMMITTED if status == SPENT else NOT_COMMITTED
+        )
     for column in ("reserved_at", "committed_at"):  # dates only: a time would time data steps
         if column in ledger:
             ledger[column] = ledger[column].map(
@@ -357,8 +381,7 @@ def _checksums(directory: Path) -> dict[str, str]:
 
 def _stamp_times(directory: Path, moment: datetime, *, files: bool = True) -> None:
     """Set the access and modification times of the release's files and directory to the
-    release's time (taken before the data was read): write times would time the data steps
-    (issue 19 item 4)."""
+    release's time (taken before the data was read): write times would time the data steps."""
     stamp = moment.timestamp()
     paths = [*directory.rglob("*")] if files else []
     for path in [*paths, directory]:

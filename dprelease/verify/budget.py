@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from dprelease.privacy.accounting import Cap, Spend, at_most, compose
-from dprelease.release.files import LEDGER_FILE
+from dprelease.release.files import COMMITTED, LEDGER_FILE
 from dprelease.verify.check import Check, read_parquet, spend_of
 
 BASIC = "basic"
@@ -30,6 +30,8 @@ SUM_RTOL = 1e-9
 SUM_ATOL = 1e-15
 # The statement prints six significant digits.
 STATEMENT_RTOL = 5e-6
+# A release written before the published status read committed/not committed says "spent".
+COMMITTED_STATUSES = (COMMITTED, "spent")
 LEDGER_COLUMNS = ("id", "dataset", "release_id", "mechanism", "epsilon", "delta", "status")
 _STATEMENT_NUMBER = re.compile(r"\b(epsilon|delta)\s*=\s*([-+0-9.eE]+|inf|nan)")
 
@@ -57,11 +59,11 @@ def ledger_checks(directory: Path, manifest: dict) -> list[Check]:
         checks.append(Check("ledger-release-spend", False, "no entries for this release"))
     else:
         checks.append(_sum_check("ledger-release-spend", summed, stated, f"{len(mine)} entries"))
-    unspent = [r["id"] for r in mine if r["status"] != "spent"]
+    uncommitted = [r["id"] for r in mine if r["status"] not in COMMITTED_STATUSES]
     checks.append(
-        Check("ledger-status", False, f"entries not committed as spent: ids {_ids(unspent)}")
-        if unspent
-        else Check("ledger-status", True, "every entry of this release is spent")
+        Check("ledger-status", False, f"entries not committed: ids {_ids(uncommitted)}")
+        if uncommitted
+        else Check("ledger-status", True, "every entry of this release is committed")
     )
     total = compose(Spend(r["epsilon"], r["delta"]) for r in rows)
     stated_total = spend_of(manifest["dataset_total"])
