@@ -11,11 +11,20 @@ Shared by every kind (`ReleaseSettings`):
 - `on_out_of_bounds`: `clip` numbers outside the schema's bounds to them (part of the
   mechanism, docs/privacy-model.md section 2) or `reject` them: the row is then invalid, so
   the table is refused under `on_invalid_rows=refuse` and the row dropped under `drop`;
-- `on_invalid_rows`: `refuse` a table with any invalid row (interactive use) or `drop` invalid
-  rows inside the mechanism (scheduled deployments: a release then never depends on one row);
+- `on_invalid_rows`: `drop` invalid rows inside the mechanism (the default: whether a release
+  exists then never depends on one row, and its guarantee is unconditional) or `refuse` a
+  table with any invalid row (its guarantee then holds given that the release exists, whose
+  existence reveals that every row was valid). The configs default to `drop`: they are what
+  the flows, scheduled deployments and the Python API run, where nobody reads a refusal.
+  The CLI's release commands default to `refuse` instead (`dprelease.cli.support`): a
+  curator at a terminal reads the refusal (which column, which kind of problem), fixes the
+  schema or the file and runs again at no cost, where under `drop` a wrong category list
+  would silently drop most rows and spend the budget on what is left;
 - `drop_extra_columns`: ignore input columns that are not in the schema;
 - `seed`: fixes sampling and post-processing only, never DP noise (section 9);
-- `secure_noise`: Laplace/Gaussian noise from OpenDP's samplers.
+- `secure_noise`: Laplace/Gaussian noise from OpenDP's samplers applied to the values
+  (default off, on for adaptive truncation, whose published values are per-row noisy values:
+  `TruncationConfig`).
 `InputPolicy` (the first three) is what reading and validating the input needs.
 
 Defaults that depend on the schema (the synthetic kind's delta, generator, weights, rows; how
@@ -73,7 +82,7 @@ class InputPolicy(BaseModel):
 
     model_config = _FROZEN
     on_out_of_bounds: OutOfBounds = OutOfBounds.clip
-    on_invalid_rows: InvalidRows = InvalidRows.refuse
+    on_invalid_rows: InvalidRows = InvalidRows.drop
     drop_extra_columns: bool = False
 
 
@@ -104,7 +113,13 @@ PRIOR_KEYS = ("mu_mean", "mu_var", "sigma2_shape", "sigma2_scale")
 
 
 class TruncationConfig(ReleaseSettings):
-    """An adaptive-truncation posterior release (`dprelease infer adaptive-truncation`)."""
+    """An adaptive-truncation posterior release (`dprelease infer adaptive-truncation`).
+
+    Secure noise is the default: the release publishes each processed row's clamped value
+    plus Laplace noise, and noise added in floating point would let an attacker tell values
+    apart (docs/privacy-model.md section 9; about 1 ms per row with OpenDP)."""
+
+    secure_noise: bool = True
 
     column: str
     epsilon: Epsilon

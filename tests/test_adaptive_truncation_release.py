@@ -108,6 +108,9 @@ def test_release_verifies_and_states_t_but_no_row_count(census, tmp_path, seeded
     manifest = json.loads((directory / "manifest.json").read_text())
     assert manifest["kind"] == "adaptive-truncation" and manifest["n_steps"] == 150
     assert "T = 150 rows processed" in manifest["truncation_statement"]
+    condition = "for input tables of at least T = 150 rows"
+    assert condition in manifest["truncation_statement"]
+    assert condition in manifest["privacy_statement"].split("; this release spent")[0]
     for path in directory.iterdir():
         if path.suffix in (".json", ".md"):
             assert not mentions_count(path.read_text(), N_REAL), path.name

@@ -1,6 +1,7 @@
-"""The out-of-bounds policy under each invalid-row policy (issue 19 items 2 and 13): `reject`
-under `drop` drops the rows with a number outside the bounds (never the whole table), and the
-privacy statement, the report and stderr name the policy that applied, never how many rows."""
+"""The out-of-bounds policy under each invalid-row policy: `reject` under `drop` drops the rows
+with a number outside the bounds (never the whole table), and the privacy statement, the
+report and stderr name the policy that applied, never how many rows. The invalid-row policy's
+defaults (`drop` for the configs, `refuse` for the CLI) and what the statement says of each."""
 
 from __future__ import annotations
 
@@ -22,7 +23,9 @@ def test_reject_under_drop_drops_only_the_out_of_bounds_rows():
     )
     assert kept["x"].tolist() == [0.5, 0.2]
     with pytest.raises(InputError, match="outside the schema's bounds"):
-        load_validated(TABLE, TINY_SCHEMA, InputPolicy(on_out_of_bounds="reject"))
+        load_validated(
+            TABLE, TINY_SCHEMA, InputPolicy(on_out_of_bounds="reject", on_invalid_rows="refuse")
+        )
     clipped = load_validated(TABLE, TINY_SCHEMA, InputPolicy(on_invalid_rows="drop"))
     assert clipped["x"].tolist() == [0.5, 1.0, 0.2]
 

@@ -95,7 +95,9 @@ def test_a_failed_run_logs_once_and_stores_nothing(prefect_server, tmp_path):
     frame.to_csv(table, index=False)
     before = stored_files()
     state = release_flow(
-        str(table), str(schema_file(tmp_path, "ui-fail")), SyntheticConfig(epsilon=0.5),
+        str(table),
+        str(schema_file(tmp_path, "ui-fail")),
+        SyntheticConfig(epsilon=0.5, on_invalid_rows="refuse"),
         out_dir=str(tmp_path / "out"), ledger_url=f"sqlite:///{tmp_path / 'l.sqlite'}",
         return_state=True,
     )  # fmt: skip

@@ -129,7 +129,7 @@ def test_release_end_to_end(prefect_server, census_csv, tmp_path):
     assert set(components) == {"zcdp-gaussian-marginals", "weights:calibration"}
     assert params["rho"] == pytest.approx(sum(components.values()), rel=1e-12)
     assert components["weights:calibration"] == pytest.approx(0.05 * params["rho"], rel=1e-6)
-    assert (ledger["status"] == "spent").all()
+    assert (ledger["status"] == "committed").all()
     assert (ledger["release_id"] == release_dir.name).all()
 
     # Nothing computed on the real table without privacy: not even its row count.

@@ -38,7 +38,9 @@ def base(n: int = 300) -> pd.DataFrame:
 
 
 def both(path: Path, **options) -> tuple[object, object]:
-    """(in-memory outcome, streaming outcome): a table or the InputError message."""
+    """(in-memory outcome, streaming outcome): a table or the InputError message (under
+    `refuse` unless `options` say otherwise)."""
+    options = {"on_invalid_rows": "refuse", **options}
     outcomes = []
     for load in (
         lambda: load_validated(path, SCHEMA, InputPolicy(**options)),
@@ -160,7 +162,8 @@ def test_the_first_bad_chunk_stops_the_read(tmp_path):
     frame = base(1000)
     frame.loc[10, "region"] = "atlantis"
     path = write(frame, tmp_path, "parquet")
-    chunks = StreamingInput(str(path), SCHEMA, chunk_rows=100).tables()
+    refuse = InputPolicy(on_invalid_rows="refuse")
+    chunks = StreamingInput(str(path), SCHEMA, refuse, chunk_rows=100).tables()
     with pytest.raises(InputError, match="not among the schema's categories"):
         next(chunks)
 

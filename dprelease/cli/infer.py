@@ -77,7 +77,16 @@ def adaptive_truncation(
     ] = None,
     on_invalid_rows: support.InvalidRowsOption = InvalidRows.refuse,
     drop_extra_columns: support.DropExtraColumnsOption = False,
-    secure_noise: support.SecureNoiseOption = False,
+    secure_noise: Annotated[
+        bool,
+        typer.Option(
+            "--secure-noise/--no-secure-noise",
+            help="OpenDP's Laplace sampler applied to each clamped value (the default: the "
+            "release publishes each processed row's noisy value, and noise added in floating "
+            "point would let an attacker tell values apart); --no-secure-noise is faster and "
+            "its statement says it is not resistant to floating-point attacks.",
+        ),
+    ] = True,
     verbose: support.VerboseOption = False,
 ) -> None:
     """Release the posterior of a column's N(mu, sigma^2) model, each processed row entering

@@ -91,9 +91,11 @@ InvalidRowsOption = Annotated[
     InvalidRows,
     typer.Option(
         "--on-invalid-rows",
-        help="refuse: exit 2 on any invalid row or an empty table (interactive use); drop: "
-        "drop invalid rows inside the mechanism, so a release never depends on one row "
-        "(scheduled deployments).",
+        help="refuse (the CLI's default): exit 2 on any invalid row or an empty table, at no "
+        "cost, so you can fix the file or the schema; a release's guarantee then holds given "
+        "that it exists (its existence reveals that every row was valid). drop (the default "
+        "of flows, deployments and the Python API): drop invalid rows inside the mechanism, "
+        "so whether a release exists never depends on one row; use it for unattended runs.",
     ),
 ]
 OutOfBoundsOption = Annotated[
@@ -104,12 +106,14 @@ OutOfBoundsOption = Annotated[
         "refuse, the row under drop).",
     ),
 ]
+SECURE_NOISE_HELP = (
+    "Laplace/Gaussian noise from OpenDP's samplers applied to the values (resistant to "
+    "floating-point attacks; slower). DP-SGD (dpgan, dpcgan, dp_mlp) then sums four Gaussian "
+    "draws per coordinate from torch's generator (Opacus' DPOptimizer mitigation), not a "
+    "cryptographic sampler."
+)
 SecureNoiseOption = Annotated[
-    bool,
-    typer.Option(
-        "--secure-noise",
-        help="Laplace/Gaussian noise from OpenDP's samplers (DP-SGD in Opacus' secure mode).",
-    ),
+    bool, typer.Option("--secure-noise/--no-secure-noise", help=SECURE_NOISE_HELP)
 ]
 NSyntheticOption = Annotated[
     int | None,

@@ -131,7 +131,8 @@ class KindPlan:
         self, kind: str, record: LedgerRecord, configuration: dict, **contents: Any
     ) -> ReleaseBundle:
         """The `ReleaseBundle` of a release of this plan: its dataset, public schema, invalid-row
-        and out-of-bounds policies, the kind's configuration and `contents` (tables, report...)."""
+        and out-of-bounds policies, noise mode, the kind's configuration and `contents`
+        (tables, report, the conditions of its guarantee...)."""
         return ReleaseBundle(
             kind=kind,
             dataset=self.dataset,
@@ -140,6 +141,7 @@ class KindPlan:
             configuration=configuration,
             invalid_rows=self.config.on_invalid_rows,
             out_of_bounds=self.config.on_out_of_bounds,
+            secure_noise=self.config.secure_noise,
             **contents,
         )
 

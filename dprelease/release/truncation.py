@@ -34,6 +34,7 @@ from dprelease.inference.truncation.online import (
 from dprelease.inference.truncation.privacy import (
     BELOW_MIN_ROWS,
     TruncationPlan,
+    guarantee_conditions,
     plan_truncation,
     privacy_statement,
     resolve_steps,
@@ -216,6 +217,7 @@ def truncation_bundle(
         },
         json_files={DESIGN_FILE: design},
         manifest_extra=manifest_extra,
+        conditions=guarantee_conditions(plan.privacy),
     )
 
 

@@ -53,6 +53,7 @@ from dprelease.privacy.accountants import (
 from dprelease.privacy.accounting import NEIGHBOURING, Cap, Spend, cap_delta_warning, compose
 from dprelease.privacy.ledger import SPENT
 from dprelease.privacy.ledger_tables import LedgerEntry
+from dprelease.privacy.mechanisms import KIND_KEY, PoissonSubsampledGaussian
 from dprelease.release.files import (
     COMMITTED,
     LEDGER_FILE,
@@ -92,16 +93,25 @@ def release_time(release_id: str) -> datetime:
     return datetime.strptime(stamp, RELEASE_TIME_FORMAT).replace(tzinfo=UTC)
 
 
-INVALID_ROWS_CLAUSES = {
+EXISTENCE_CLAUSES = {
     "refuse": (
-        "an input with any invalid row is refused, so the existence of this release "
-        "reveals that every input row was valid"
+        "Given that this release exists (an input with any invalid row is refused, so its "
+        "existence reveals that every input row was valid), "
     ),
+    "drop": "",
+}
+INVALID_ROWS_CLAUSES = {
+    "refuse": "",
     "drop": (
-        "invalid input rows were dropped inside the mechanism (a stable transformation), so "
+        "; invalid input rows were dropped inside the mechanism (a stable transformation), so "
         "whether this release exists does not depend on any one row"
     ),
 }
+TRUST_BOUNDARY = (
+    "the orchestrator's run records (Prefect's task start and end times, which time the "
+    "steps that read the real table) and the release files' inode change times stay inside "
+    "the curator's trust boundary: only those who may see the real table may see them"
+)
 
 
 def out_of_bounds_clause(out_of_bounds: str, invalid_rows: str) -> str:
@@ -116,24 +126,56 @@ def out_of_bounds_clause(out_of_bounds: str, invalid_rows: str) -> str:
     return "an input with any number outside the schema's bounds is refused"
 
 
+def noise_clause(secure: bool, dpsgd: bool = False) -> str:
+    """Where the release's noise came from (docs/privacy-model.md section 9). Without secure
+    noise, noise drawn in floating point and added to a value keeps traces of that value's
+    floating-point grid, which can tell values apart (Mironov 2012). DP-SGD's noise comes from
+    Opacus' optimizer in either mode: a torch generator seeded from OS entropy, not a
+    cryptographic sampler; its secure mode sums four draws per coordinate (Opacus' mitigation
+    of the floating-point attack)."""
+    clause = (
+        "its Laplace and Gaussian noise was drawn by OpenDP's samplers applied to the values "
+        "themselves (resistant to floating-point attacks)"
+        if secure
+        else "its noise was drawn in floating point and added to the values, which leaves "
+        "traces an attacker can use to tell values apart (floating-point attacks, Mironov "
+        "2012; --secure-noise draws it with OpenDP's samplers instead)"
+    )
+    if dpsgd:
+        how = "each coordinate the sum of four draws" if secure else "drawn in floating point"
+        clause += (
+            f"; DP-SGD's Gaussian noise came from torch's generator seeded from OS entropy "
+            f"({how}), not from a cryptographic sampler"
+        )
+    return clause
+
+
 def privacy_statement(
     release_spend: Spend,
     dataset_total: Spend,
     cap: Spend,
     accountant: str = BASIC,
+    *,
     invalid_rows: str = "refuse",
     accountant_total: Spend | None = None,
     fixed_in_advance: Spend | None = None,
     warning: str | None = None,
     out_of_bounds: str = "clip",
     fixed_in_advance_by: str = PLD,
+    conditions: tuple[str, ...] = (),
+    noise: str | None = None,
 ) -> str:
-    """The sentence every release carries (docs/privacy-model.md sections 1 and 7): this release's
+    """The sentence every release carries (docs/privacy-model.md sections 1, 7, 8 and 9).
+
+    It opens with the guarantee and what it is conditional on: under the `refuse` policy,
+    that the release exists (its existence reveals that every row was valid); the kind's
+    `conditions` (e.g. a table of at least the schema's min_rows rows). Then this release's
     spend, the dataset's total under basic composition and, for the rdp accountant, under the
     Rényi filter (the accountant that enforces the cap, valid for releases chosen adaptively),
     the cap, the PLD figure when given (valid only for a sequence fixed in advance, never used
-    to admit a release), the cap's delta warning, the invalid-row policy and the out-of-bounds
-    policy (`out_of_bounds_clause`)."""
+    to admit a release), the cap's delta warning, the invalid-row and out-of-bounds policies,
+    where the noise came from (`noise_clause`; default: not secure) and the trust boundary
+    (`TRUST_BOUNDARY`)."""
     tight = (
         f"; under {accountant} composition ({RDP_FILTER}, valid for releases chosen after "
         f"earlier ones were seen) epsilon={accountant_total.epsilon:.6g}, "
@@ -149,14 +191,16 @@ def privacy_statement(
         else ""
     )
     caution = f"; warning: {warning}" if warning is not None else ""
+    conditional = "".join(f", {condition}" for condition in conditions)
     return (
-        f"(epsilon, delta)-DP for the add/remove of one row of the real table; this release "
+        f"{EXISTENCE_CLAUSES[invalid_rows]}(epsilon, delta)-DP for the add/remove of one row "
+        f"of the real table{conditional}{INVALID_ROWS_CLAUSES[invalid_rows]}; this release "
         f"spent epsilon={release_spend.epsilon:.6g}, delta={release_spend.delta:.6g}; "
         f"dataset total epsilon={dataset_total.epsilon:.6g}, delta={dataset_total.delta:.6g} "
         f"(basic composition){tight}, of cap epsilon={cap.epsilon:.6g}, "
         f"delta={cap.delta:.6g} checked with the {accountant} accountant{reported}{caution}; "
-        f"{INVALID_ROWS_CLAUSES[invalid_rows]}; "
-        f"{out_of_bounds_clause(out_of_bounds, invalid_rows)}"
+        f"{out_of_bounds_clause(out_of_bounds, invalid_rows)}; "
+        f"{noise_clause(False) if noise is None else noise}; {TRUST_BOUNDARY}"
     )
 
 
@@ -190,10 +234,23 @@ class ReleaseBundle:
     manifest_extra: Mapping[str, object] = field(default_factory=dict)
     invalid_rows: str = "refuse"
     out_of_bounds: str = "clip"
+    secure_noise: bool = False
+    conditions: tuple[str, ...] = ()  # what the guarantee is conditional on (`privacy_statement`)
 
     @property
     def release_id(self) -> str:
         return self.record.release_id
+
+    @property
+    def ran_dpsgd(self) -> bool:
+        """Whether one of this release's entries is DP-SGD (a Poisson-subsampled Gaussian)."""
+        ids = set(self.record.entry_ids)
+        kinds = [
+            e.description.get(KIND_KEY)
+            for e in self.record.entries
+            if e.id in ids and isinstance(e.description, dict)
+        ]
+        return PoissonSubsampledGaussian.kind in kinds
 
     @property
     def release_spend(self) -> Spend:
@@ -290,12 +347,14 @@ def _manifest(bundle: ReleaseBundle) -> dict:
             total,
             cap,
             accountant,
-            bundle.invalid_rows,
-            tight if accountant == RDP else None,
-            reported,
-            warning,
-            bundle.out_of_bounds,
-            composition.fixed_in_advance_by,
+            invalid_rows=bundle.invalid_rows,
+            accountant_total=tight if accountant == RDP else None,
+            fixed_in_advance=reported,
+            warning=warning,
+            out_of_bounds=bundle.out_of_bounds,
+            fixed_in_advance_by=composition.fixed_in_advance_by,
+            conditions=bundle.conditions,
+            noise=noise_clause(bundle.secure_noise, bundle.ran_dpsgd),
         ),
         "release_spend": {"epsilon": release.epsilon, "delta": release.delta},
         "dataset_total": {"epsilon": total.epsilon, "delta": total.delta},

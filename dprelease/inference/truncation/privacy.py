@@ -221,15 +221,28 @@ def resolve_steps(
     return n_steps, noisy
 
 
+def guarantee_conditions(plan: TruncationPlan) -> tuple[str, ...]:
+    """What the guarantee is conditional on: with a public T (`min_rows`), a table with fewer
+    than T rows is refused before anything is spent, so the guarantee holds for tables of at
+    least T rows (T is at most the schema's public min_rows)."""
+    if plan.variant != "min_rows":
+        return ()
+    return (
+        f"for input tables of at least T = {plan.n_steps} rows (at most the schema's public "
+        "min_rows; a smaller table is refused before anything is spent)",
+    )
+
+
 def privacy_statement(plan: TruncationPlan, n_steps: int) -> str:
     """Public privacy statement of the release (T is public)."""
     if plan.variant == "min_rows":
         guarantee = f"{plan.epsilon:g}-DP"
     else:
         guarantee = f"({plan.epsilon + plan.count_epsilon:g}, {plan.delta:g})-DP"
+    conditions = "".join(f" {condition}" for condition in guarantee_conditions(plan))
     return (
-        f"{guarantee} for add/remove of one row; each processed row entered one Laplace "
-        f"release of its value clamped to an adaptively chosen interval (scale "
+        f"{guarantee} for add/remove of one row{conditions}; each processed row entered one "
+        f"Laplace release of its value clamped to an adaptively chosen interval (scale "
         f"(r_t - l_t)/{plan.epsilon:g}); T = {n_steps} rows processed, chosen as a uniformly "
         "random subset in random order"
     )
