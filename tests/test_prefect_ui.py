@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from leak_checks import exception_text, shown_values, write_headerless_csv
 
 from dprelease.config import SyntheticConfig
 from dprelease.datasets import census_like
@@ -108,3 +109,24 @@ def test_a_failed_run_logs_once_and_stores_nothing(prefect_server, tmp_path):
     logs = run_logs(state.state_details.flow_run_id)
     assert sum("Traceback" in message for message in logs) <= 1, logs
     assert any(message.startswith("failed: ") for message in logs)
+
+
+def test_a_headerless_csv_leaves_no_value_in_the_run_state_or_logs(prefect_server, tmp_path):
+    from flows.release import release_flow
+
+    table = tmp_path / "headerless.csv"
+    values = write_headerless_csv(table)
+    state = release_flow(
+        str(table), str(schema_file(tmp_path, "ui-headerless")),
+        SyntheticConfig(epsilon=0.5, on_invalid_rows="drop", drop_extra_columns=True),
+        out_dir=str(tmp_path / "out"), ledger_url=f"sqlite:///{tmp_path / 'l.sqlite'}",
+        return_state=True,
+    )  # fmt: skip
+    assert state.is_failed() and "may have no header line" in (state.message or "")
+    with pytest.raises(InputError) as error:
+        state.result()
+    logs = run_logs(state.state_details.flow_run_id)
+    # Values of three characters or more: Prefect's log lines carry times and ids by chance.
+    secrets = tuple(value for value in values if len(value) > 2)
+    for text in (state.message or "", exception_text(error.value), *logs):
+        assert shown_values(text.replace(str(tmp_path), ""), secrets) == [], text

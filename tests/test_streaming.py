@@ -3,12 +3,16 @@ input class: the same table, or the same refusal."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.csv as pacsv
 import pytest
 import yaml
+from leak_checks import exception_text
 
 from dprelease.config import InputPolicy
 from dprelease.datasets import census_like
@@ -37,15 +41,16 @@ def base(n: int = 300) -> pd.DataFrame:
     return frame.replace({"nan": ""})
 
 
-def both(path: Path, **options) -> tuple[object, object]:
+def both(path: Path | pd.DataFrame, **options) -> tuple[object, object]:
     """(in-memory outcome, streaming outcome): a table or the InputError message (under
     `refuse` unless `options` say otherwise)."""
     options = {"on_invalid_rows": "refuse", **options}
     outcomes = []
+    source = path if isinstance(path, pd.DataFrame) else str(path)
     for load in (
         lambda: load_validated(path, SCHEMA, InputPolicy(**options)),
         lambda: pd.concat(
-            list(StreamingInput(str(path), SCHEMA, InputPolicy(**options), CHUNK).tables()),
+            list(StreamingInput(source, SCHEMA, InputPolicy(**options), CHUNK).tables()),
             ignore_index=True,
         ),
     ):
@@ -120,6 +125,116 @@ def test_drop_mode_drops_the_same_rows(kind, tmp_path):
     assert len(streamed) == 0 and len(in_memory) == 0
 
 
+def _field(position: int, edit):  # noqa: ANN001, ANN202
+    """A CSV line's edit: `edit` applied to its field at `position`."""
+
+    def line(text: bytes) -> bytes:
+        fields = text.split(b",")
+        fields[position] = edit(fields[position])
+        return b",".join(fields)
+
+    return line
+
+
+def _byte(byte: bytes):  # noqa: ANN202
+    return lambda value: value[:1] + byte + value[1:]
+
+
+# A line that does not read as a row of the header's columns, and what `refuse` says of it.
+FIELDS = "the file has lines with more or fewer fields than its header"
+NOT_UTF8 = "the file is not UTF-8 encoded text"
+BROKEN_LINES = {
+    "a field too many": (lambda line: line + b",7", FIELDS),
+    "a field too few": (lambda line: line[: line.rindex(b",")], FIELDS),
+    "an unclosed quote": (
+        _field(3, lambda value: b'"' + value),
+        "the file has lines whose quoted value is not closed on the same line",
+    ),
+    "invalid UTF-8 in a category": (_field(4, _byte(b"\xe9")), NOT_UTF8),
+    "invalid UTF-8 in a number": (_field(5, _byte(b"\xff")), NOT_UTF8),
+    "invalid UTF-8 and a field too many": (
+        lambda line: _field(4, _byte(b"\xe9"))(line) + b",7",
+        NOT_UTF8,
+    ),
+}
+
+
+def write_lines(frame: pd.DataFrame, broken: dict[int, str], path: Path, newline: bytes) -> Path:
+    """`frame` as CSV with the data lines of the rows in `broken` broken as named; the line
+    after each broken one quotes its region (a quote an unclosed one would pair with)."""
+    lines = frame.to_csv(index=False).encode().splitlines()
+    for row in broken:
+        lines[row + 2] = _field(4, lambda value: b'"' + value + b'"')(lines[row + 2])
+    for row, case in broken.items():
+        lines[row + 1] = BROKEN_LINES[case][0](lines[row + 1])
+    path.write_bytes(newline.join(lines) + newline)
+    return path
+
+
+@pytest.mark.parametrize("block_bytes", [None, 97], ids=["one-block", "small-blocks"])
+@pytest.mark.parametrize("newline", [b"\n", b"\r\n"], ids=["lf", "crlf"])
+def test_drop_mode_drops_exactly_the_lines_that_do_not_parse(
+    newline, block_bytes, tmp_path, monkeypatch
+):
+    if block_bytes:  # blocks end inside lines and between a CR and its LF
+        monkeypatch.setattr("dprelease.io.read.CSV_BLOCK_BYTES", block_bytes)
+    frame = base()
+    broken = dict(zip([5, 70, 130, 200, 240, 298], sorted(BROKEN_LINES), strict=True))
+    path = write_lines(frame, broken, tmp_path / "broken.csv", newline)
+    in_memory, streamed = both(path, on_invalid_rows="drop")
+    expected = load_validated(frame.drop(index=list(broken)), SCHEMA)
+    pd.testing.assert_frame_equal(in_memory, expected)
+    pd.testing.assert_frame_equal(streamed, expected)
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN_LINES))
+def test_a_line_that_does_not_parse_refuses_the_table_in_one_clean_line(case, tmp_path):
+    path = write_lines(base(), {137: case}, tmp_path / "broken.csv", b"\n")
+    hint = " (--on-invalid-rows drop drops such lines)"
+    for read in (
+        lambda: load_validated(path, SCHEMA),
+        lambda: list(StreamingInput(str(path), SCHEMA, chunk_rows=CHUNK).tables()),
+    ):
+        with pytest.raises(InputError) as error:
+            read()
+        assert str(error.value) == f"{path}: {BROKEN_LINES[case][1]}{hint}"
+        assert exception_text(error.value) == f"InputError: {error.value}"  # nothing chained
+
+
+def test_a_line_is_judged_by_its_quotes_as_pyarrow_reads_them():
+    """`_closed` says whether pyarrow's parser ends a line inside a quoted value (it would
+    carry the quote into the next lines): every line of up to 6 characters of a, comma and
+    quote, read before a line of its own that survives exactly when the quote is closed."""
+    from dprelease.io.read import _closed
+
+    options = pacsv.ConvertOptions(column_types={"h1": pa.binary(), "h2": pa.binary()})
+    skip = pacsv.ParseOptions(invalid_row_handler=lambda row: "skip")
+    for size in range(7):
+        for chars in itertools.product(b'a,"', repeat=size):
+            line = bytes(chars) + b"\n"
+            data = pa.py_buffer(b"h1,h2\n" + line + b"ZZ,ZZ\n")
+            rows = pacsv.read_csv(data, parse_options=skip, convert_options=options).to_pylist()
+            assert ({"h1": b"ZZ", "h2": b"ZZ"} in rows) == _closed(line), line
+
+
+@pytest.mark.parametrize("kind", ["csv", "parquet", "memory"])
+def test_infinite_numbers_are_invalid_values_never_clipped(kind, tmp_path):
+    frame = census_like(300, seed=3).astype({"hours": float})  # an integer column as floats
+    frame.loc[[5, 200], "wage"] = [np.inf, -np.inf]  # "inf", "-inf" in CSV
+    frame.loc[6, "hours"] = np.inf
+    source = frame if kind == "memory" else write(frame, tmp_path, kind)
+    name = "the table in memory" if kind == "memory" else source
+    refused = "\n".join(
+        f"{name}: column {column!r} has values that are not finite numbers"
+        for column in ("hours", "wage")
+    )
+    expected = load_validated(frame.drop(index=[5, 6, 200]), SCHEMA)
+    for policy in ({}, {"on_out_of_bounds": "reject"}):
+        assert both(source, **policy) == (refused, refused)
+        for kept in both(source, on_invalid_rows="drop", **policy):
+            pd.testing.assert_frame_equal(kept, expected)
+
+
 def test_typed_parquet_and_a_directory_of_parquet_files(tmp_path):
     frame = census_like(500, seed=4)
     frame["region"] = frame["region"].astype("category")  # read back as a dictionary column
@@ -138,7 +253,7 @@ def test_typed_parquet_and_a_directory_of_parquet_files(tmp_path):
 
 def test_unreadable_inputs_are_refused_cleanly(tmp_path):
     latin1 = tmp_path / "latin1.csv"
-    latin1.write_bytes("age,region\n30,m\xe9xico\n".encode("latin-1"))
+    base(20).assign(region="m\xe9xico").to_csv(latin1, index=False, encoding="latin-1")
     broken = tmp_path / "broken.parquet"
     broken.write_bytes(b"PAR1 this is not parquet")
     blank = tmp_path / "blank.csv"

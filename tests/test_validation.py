@@ -101,10 +101,25 @@ def test_bad_values_are_named_without_values(census_csv, tmp_path, edit, column,
     assert message.count("\n") == 0  # one problem, not another one it implies
 
 
+@pytest.mark.parametrize("text", ["inf", "Infinity", "-inf", "+Inf", "1e999"])
+@pytest.mark.parametrize("column", ["wage", "age"])
+def test_a_non_finite_number_is_an_invalid_value(census_csv, tmp_path, text, column):
+    path = edited(census_csv, tmp_path, set_value(column, text))
+    refused = f"{path}: column {column!r} has values that are not finite numbers"
+    for policy in (InputPolicy(), InputPolicy(on_out_of_bounds="reject")):
+        with pytest.raises(InputError) as error:
+            load_validated(path, SCHEMA, policy)
+        assert str(error.value) == refused
+    kept = load_validated(path, SCHEMA, InputPolicy(on_invalid_rows="drop"))
+    expected = load_validated(census_csv, SCHEMA).drop(index=3).reset_index(drop=True)
+    pd.testing.assert_frame_equal(kept, expected)  # dropped, never clipped to a bound
+
+
 def test_extra_and_missing_columns(census_csv, tmp_path):
     extra = edited(census_csv, tmp_path, lambda f: f.assign(ssn="x"))
-    with pytest.raises(InputError, match="columns not in the schema: ssn .*--drop-extra-columns"):
+    with pytest.raises(InputError, match="1 column not in the schema .*--drop-extra-columns") as e:
         load_validated(extra, SCHEMA)
+    assert "ssn" not in str(e.value)  # a name that is not a schema column may be a value
     dropped = load_validated(extra, SCHEMA, InputPolicy(drop_extra_columns=True))
     assert list(dropped.columns) == list(SCHEMA.columns)
     missing = edited(census_csv, tmp_path, lambda f: f.drop(columns=["hours", "sex"]))
@@ -122,9 +137,14 @@ def test_unreadable_inputs(tmp_path):
     with pytest.raises(InputError, match="the file is empty"):
         load_validated(blank, SCHEMA)
     latin1 = tmp_path / "latin1.csv"
-    latin1.write_bytes("age,region\n30,m\xe9xico\n".encode("latin-1"))
+    frame = census_like(5, seed=1).assign(region="m\xe9xico")
+    frame.to_csv(latin1, index=False, encoding="latin-1")
     with pytest.raises(InputError, match="not UTF-8"):
         load_validated(latin1, SCHEMA)
+    latin1_header = tmp_path / "latin1_header.csv"
+    latin1_header.write_bytes("\xe2ge,region\n30,south\n".encode("latin-1"))
+    with pytest.raises(InputError, match="the header line is not UTF-8"):
+        load_validated(latin1_header, SCHEMA, InputPolicy(on_invalid_rows="drop"))
     broken = tmp_path / "broken.parquet"
     broken.write_bytes(b"PAR1 this is not parquet")
     with pytest.raises(InputError, match="cannot read the file"):

@@ -110,7 +110,11 @@ class StreamingInput:
             return len(table), function(table)
 
         batches = record_batches(
-            self.open_checked(), list(self.schema.columns), self.chunk_rows, self.name
+            self.open_checked(),
+            list(self.schema.columns),
+            self.chunk_rows,
+            self.name,
+            drop_invalid_lines=self.policy.on_invalid_rows == InvalidRows.drop,
         )
         rows = 0
         with ThreadPoolExecutor(WORKERS) as pool:
@@ -169,7 +173,8 @@ def load_validated(
 
 def preflight(path: str | Path, schema: Schema, policy: InputPolicy) -> None:
     """What can be checked about an input without reading its values: the file exists and is
-    readable, its type is supported, a CSV header is UTF-8, and the column set fits."""
+    readable, its type is supported, a CSV header line is UTF-8 and parses, and the column
+    set fits (only the header line of a CSV file is read)."""
     problems = column_set_problems(
         column_names(path), schema, str(path), policy.drop_extra_columns
     )

@@ -4,16 +4,17 @@
 Rules (`check_chunk`, applied to each record batch of the input):
 - the column set: every schema column present; extra columns refused unless
   `drop_extra_columns` (`column_set_problems`);
-- a value in every non-nullable column; numbers that parse as numbers (integers in integer
-  columns); categories in the schema's set (values matched as text: strings as they are,
-  integers in decimal);
+- a value in every non-nullable column; numbers that parse as finite numbers (integers in
+  integer columns; an infinite number is invalid, never clipped to a bound); categories in
+  the schema's set (values matched as text: strings as they are, integers in decimal);
 - numbers outside the bounds are clipped to them (clipping is part of every mechanism,
   docs/privacy-model.md section 2) or, with `on_out_of_bounds="reject"`, make the row invalid;
 - with `on_invalid_rows="refuse"` (the default) any invalid row refuses the table; with
   `"drop"` a row with an invalid value (missing where not nullable, unknown category,
-  non-number, non-integer, out of bounds under `reject`) is dropped on its own values alone
-  (never the whole table for one row): a stable transformation
+  non-number, infinite number, non-integer, out of bounds under `reject`) is dropped on its
+  own values alone (never the whole table for one row): a stable transformation
   (McSherry 2009) that adds no privacy cost and makes the release independent of any one row.
+  A CSV line that cannot be read as a row is an invalid row too (`dprelease.io.read`).
 The rules are vectorised pyarrow/numpy code (a Great Expectations suite cost seconds per
 million rows, and the rules are simple enough to state directly).
 
@@ -24,6 +25,7 @@ stay free of real data (docs/privacy-model.md section 8).
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -113,12 +115,16 @@ def _parse(array, spec) -> _Column:
         codes, present = _category_codes(array, spec)
         return _Column(codes, present, np.where(present, codes >= 0, spec.nullable))
     numbers, present = _numbers(array)
+    infinite = np.isinf(numbers)
+    numbers = np.where(infinite, np.nan, numbers)  # invalid like a non-number, never clipped
     column = _Column(numbers, present, present | spec.nullable)
     parsed = ~np.isnan(numbers)
     unparsed = present & ~parsed
     column.row_ok &= ~present | parsed
-    if unparsed.any():
+    if (unparsed & ~infinite).any():
         column.type_problem = "has values that are not numbers"
+    elif infinite.any():
+        column.type_problem = "has values that are not finite numbers"
     elif isinstance(spec, IntegerColumn):
         with np.errstate(invalid="ignore"):
             fractional = present & (numbers % 1 != 0)
@@ -175,18 +181,43 @@ def _category_codes(array, spec: CategoricalColumn) -> tuple[np.ndarray, np.ndar
 def column_set_problems(
     names: list[str], schema: Schema, source: str, drop_extra_columns: bool
 ) -> list[str]:
-    """Missing schema columns, and (unless dropped) columns the schema does not have."""
+    """Missing schema columns, repeated names, and (unless dropped) columns the schema does
+    not have. Schema columns are named (they are public); a name that is not a schema column
+    may be a real value (the first row of a CSV file without its header line), so such names
+    are counted, never shown."""
+    known = [name for name in names if name in schema.columns]
+    if names and not known:
+        return [
+            f"{source}: no column name is a schema column ({', '.join(schema.columns)}): the "
+            "file may have no header line"
+        ]
     problems = []
     missing = [name for name in schema.columns if name not in names]
     if missing:
         problems.append(f"{source}: missing columns required by the schema: {', '.join(missing)}")
-    extra = [str(name) for name in names if name not in schema.columns]
+    counts = Counter(names)
+    repeated = [name for name in schema.columns if counts[name] > 1]
+    repeated_other = sum(1 for name, n in counts.items() if n > 1 and name not in schema.columns)
+    if repeated or repeated_other:
+        shown = ", ".join(repeated)
+        if repeated_other:
+            others = f"{_counted(repeated_other, 'name')} not in the schema"
+            shown = f"{shown}; {others}" if shown else others
+        problems.append(
+            f"{source}: duplicate column names in the header: {shown} (each column needs a "
+            "distinct name)"
+        )
+    extra = len(names) - len(known)
     if extra and not drop_extra_columns:
         problems.append(
-            f"{source}: columns not in the schema: {', '.join(extra)} "
+            f"{source}: {_counted(extra, 'column')} not in the schema "
             "(remove them or pass --drop-extra-columns)"
         )
     return problems
+
+
+def _counted(count: int, noun: str) -> str:
+    return f"{count} {noun}{'s' if count != 1 else ''}"
 
 
 def clip_to_bounds(table: pd.DataFrame, schema: Schema) -> pd.DataFrame:
