@@ -35,7 +35,7 @@ def usable_section(manifest: dict) -> list[str]:
     lines += [
         f"Accuracy allowed by the DP noise: {GRADE_TEXT[accuracy['grade']]}. For each marginal "
         "the generator measured, the expected total variation distance of its noisy counts "
-        "from the real ones, k E|noise| / (2 N~) for k cells and the noisy total N~ (an order "
+        "from the real ones, k E|noise| / (2 T) for k cells and the noisy total T (an order "
         "of magnitude: the generator's fit usually lowers it, the real rows' own sampling "
         f"variation comes on top). Good: one-way median at most {GOOD_TVD:g}; the noise "
         f"dominates above {FAIR_TVD:g}.",
