@@ -42,10 +42,11 @@ data/census.csv: $(STAMP) data/make_demo_tables.py
 	$(BIN)/python data/make_demo_tables.py
 
 # A real release of the bundled breast-cancer table into releases/ (epsilon 1 of its cap 10),
-# with every default; the ledger is the per-user default ($$DPRELEASE_HOME to move it).
+# with every default; the ledger is the per-user default ($$DPRELEASE_HOME to move it). Its
+# verdict is "not usable" (569 rows, 31 columns: exit 5), and the demo goes on to the ledger.
 demo: $(STAMP) data/census.csv
 	$(BIN)/dprelease release data/breast_cancer.csv --schema data/breast_cancer.yaml \
-		--epsilon 1.0 --out releases --seed 0
+		--epsilon 1.0 --out releases --seed 0 || test $$? -eq 5
 	$(BIN)/dprelease ledger show breast-cancer
 
 # The paper's utility study on the bundled breast-cancer table (results in evaluations/).

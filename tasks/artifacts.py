@@ -10,7 +10,9 @@ section 8). Each artifact has a description (the Prefect UI lists artifacts by i
 - `ledger-totals-<dataset>`: the dataset's spend and what remains under the accountant that
   enforces the cap (`Ledger.summary`'s `by_accountant`: the Rényi filter for rdp datasets),
   under basic composition beside it, and the PLD figure where one is reported (never used to
-  admit a release), each number rounded for people (`report.common.human`, 4 digits).
+  admit a release; the description says what it is valid for), each number rounded for
+  people (`report.common.human`, 4 digits), in four columns narrow enough for the UI
+  (`ledger_totals`).
 """
 
 from __future__ import annotations
@@ -53,42 +55,39 @@ def publish_artifacts(release_dir: str, ledger_url: str) -> None:
         table=ledger_totals(summary),
         key=f"ledger-totals-{key}",
         description=f"Privacy budget of dataset {dataset!r} after release {release_id}: the "
-        f"cap is enforced by the {summary['accountant']} accountant",
+        f"cap is enforced by the {summary['accountant']} accountant"
+        + "".join(f"; {name} is reported only, {figure['valid_for']}"
+                  for name, figure in summary["reported"].items()),  # fmt: skip
     )
 
 
 def ledger_totals(summary: dict) -> list[dict[str, str]]:
-    """One row per accountant of `Ledger.summary(...)`: the enforcing one first."""
+    """One row per accountant of `Ledger.summary(...)`, the enforcing one first, in four
+    short columns (the Prefect UI cuts a table at 1,400 px): the accountant and its role,
+    then spent, remaining and the cap, each as one "ε ..., δ ..." cell."""
     cap = summary["cap"]
     rows = []
     for name, pair in summary["by_accountant"].items():
         spent, remaining = pair["spent"], pair["remaining"]
-        enforces = name == summary["accountant"]
-        rows.append(
-            {
-                "accountant": name,
-                "role": "enforces the cap" if enforces else "sum of the entries",
-                "spent epsilon": human(spent["epsilon"], DIGITS),
-                "spent delta": human(spent["delta"], DIGITS),
-                "remaining epsilon": human(remaining["epsilon"], DIGITS),
-                "remaining delta": "at the cap's delta"
-                if remaining["delta"] is None
-                else human(remaining["delta"], DIGITS),
-                "cap epsilon": human(cap["epsilon"], DIGITS),
-                "cap delta": human(cap["delta"], DIGITS),
-            }
-        )
+        role = "enforces the cap" if name == summary["accountant"] else "sum of the entries"
+        rows.append(_totals_row(f"{name} ({role})", spent, remaining, cap))
     for name, reported in summary["reported"].items():
-        rows.append(
-            {
-                "accountant": name,
-                "role": f"reported only ({reported['valid_for']})",
-                "spent epsilon": human(reported["spent"]["epsilon"], DIGITS),
-                "spent delta": human(reported["spent"]["delta"], DIGITS),
-                "remaining epsilon": "",
-                "remaining delta": "",
-                "cap epsilon": human(cap["epsilon"], DIGITS),
-                "cap delta": human(cap["delta"], DIGITS),
-            }
-        )
+        rows.append(_totals_row(f"{name} (reported only)", reported["spent"], None, cap))
     return rows
+
+
+def _totals_row(accountant: str, spent: dict, remaining: dict | None, cap: dict) -> dict:
+    """A row of `ledger_totals`: no remaining budget for a figure that is reported only; the
+    remaining epsilon "at the cap's δ" where the accountant spends the cap's delta whole."""
+    if remaining is None:
+        left = "not used to admit releases"
+    elif remaining["delta"] is None:
+        left = f"ε {human(remaining['epsilon'], DIGITS)} at the cap's δ"
+    else:
+        left = _pair(remaining)
+    return {"accountant": accountant, "spent": _pair(spent), "remaining": left, "cap": _pair(cap)}
+
+
+def _pair(pair: dict) -> str:
+    """An (epsilon, delta) pair in one cell, rounded for people: `ε 1.234, δ 1e-6`."""
+    return f"ε {human(pair['epsilon'], DIGITS)}, δ {human(pair['delta'], DIGITS)}"

@@ -248,9 +248,10 @@ def test_weak_cells_name_a_mean_that_rests_on_cells_the_noise_can_fill():
     assert judged["verdict"] == CAUTION
     assert judged["reasons"] == [
         "`visits`: synthetic rows in cells whose DP counts are within 2 noise standard "
-        "deviations of zero, cells the noise alone can fill, move the column's mean by more "
-        "than a quarter of a standard deviation of its other rows: its mean and its far "
-        "values are not reliable"
+        "deviations of zero or, apart from the column's body, within what the noise alone "
+        "reaches in any of its cells, cells the noise alone can fill, move the column's mean "
+        "by more than a quarter of a standard deviation of its other rows: its mean and its "
+        "far values are not reliable"
     ]
 
 
@@ -282,7 +283,8 @@ def test_a_far_tail_on_weak_cells_is_named_where_the_mean_check_is_silent():
     assert judged["verdict"] == CAUTION
     assert judged["reasons"] == [
         "`wages`: 1% or more of the synthetic rows lie beyond the cells whose DP counts are 2 "
-        "noise standard deviations above zero, in cells the noise alone can fill: the "
+        "noise standard deviations above zero and, apart from the column's body, above what "
+        "the noise alone reaches in any of its cells, in cells the noise alone can fill: the "
         "column's 1st or 99th percentile and its far values are not reliable"
     ]
     thin = record(50)["wages"]  # 0.5 %: the 99th percentile is in the strong cells
@@ -313,3 +315,50 @@ def test_a_far_tail_on_weak_cells_is_named_where_the_mean_check_is_silent():
     assert set(drowned["wages"]) == set(wages)  # the same keys whatever the DP outcome
     assert noisy_tails({"weak_cells": drowned}) == []
     assert moved_means({"weak_cells": drowned}) == ["wages"]
+
+
+def test_a_noise_lifted_cell_apart_from_the_body_leaves_the_tail_named():
+    """SLID's wages at epsilon 1: a thin tail above the body in cells under 2 noise SDs, and
+    one cell near the bound that the noise lifted to 2.5 SDs. That cell, alone apart from the
+    body, is below the multiple-comparison bound over the column's 16 cells (3.23 SDs), so it
+    is weak: the strong cells end at the body, 2.5 % of the rows lie above them, and the
+    verdict names the tail. A far cell at 4 SDs, or two neighbouring cells at 2.5 SDs each,
+    stand above what the noise alone reaches: strong."""
+    encoder = _encoder({"wages": {"type": "continuous", "min": 0, "max": 100}})
+    std, total = 20.0, 5_000.0  # 10,000 synthetic rows: a cell's DP count is half its rows
+
+    def record(far: dict[float, int]) -> dict:
+        values = [np.linspace(0.5, 49.5, 10_000 - 150 - sum(far.values())),
+                  np.linspace(51.0, 86.0, 150)]  # 25 rows a cell in 50-87.5: 0.6 SDs
+        values += [np.full(rows, at) for at, rows in far.items()]
+        encoded = encoder.encode(pd.DataFrame({"wages": np.concatenate(values)}))
+        measurement = Measurement(("wages",), 16, "gaussian", std, total)
+        return weak_cells(encoder, encoded, [measurement])
+
+    lifted = record({97.0: 100})  # 50 in the cell's DP count: 2.5 SDs
+    wages = lifted["wages"]
+    assert wages["strong_cells_high"] == 50.0
+    assert wages["rows_above_strong_cells"] == pytest.approx(0.025)
+    assert wages["upper_tail_on_noise"] and not wages["weak_cells_move_mean"]
+    assert noisy_tails({"weak_cells": lifted}) == ["wages"]
+    judged = verdict(grade([one_way(1.0)]), {**ROWS, "weak_cells": lifted}, "good", None)
+    assert judged["verdict"] == CAUTION and judged["reasons"][0].startswith("`wages`: 1%")
+    assert record({97.0: 160})["wages"]["strong_cells_high"] == 100.0  # 4 SDs: strong
+    pair = record({90.0: 100, 95.0: 100})["wages"]  # 2.5 SDs each, neighbours: 5 SDs together
+    assert pair["strong_cells_high"] == 100.0 and not pair["upper_tail_on_noise"]
+
+
+def test_a_nullable_columns_cells_count_every_synthetic_row():
+    """A cell's DP count is its share of all the synthetic rows times the noisy total, which
+    counts the rows without a value too: with half the rows missing, the two cells above the
+    body hold 60 of the 10,000 rows, 1.5 noise SDs each (3 SDs each on the shares of the rows
+    with a value), so they are weak and the 1.2 % of the values in them are a tail on noise."""
+    encoder = _encoder({"wages": {"type": "continuous", "min": 0, "max": 100, "nullable": True}})
+    values = np.concatenate([np.linspace(0.5, 49.5, 4_940), np.full(30, 51.0),
+                             np.full(30, 57.0), np.full(5_000, np.nan)])  # fmt: skip
+    encoded = encoder.encode(pd.DataFrame({"wages": values}))
+    measurement = Measurement(("wages",), 17, "gaussian", 20.0, 10_000.0)  # 16 + "missing"
+    wages = weak_cells(encoder, encoded, [measurement])["wages"]
+    assert wages["strong_cells_high"] == 50.0
+    assert wages["rows_above_strong_cells"] == pytest.approx(0.012)
+    assert wages["upper_tail_on_noise"]

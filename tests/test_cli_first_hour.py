@@ -43,7 +43,8 @@ def write_schema(tmp_path: Path, *, cap_epsilon: float = 3.0, cap_delta: float =
 @pytest.fixture(scope="module")
 def table(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("first-hour") / "census.csv"
-    census_like(1500, seed=5).to_csv(path, index=False)
+    # max_rows rows: even a pure-epsilon release's DP noise is far from "not usable" (exit 5)
+    census_like(2000, seed=5).to_csv(path, index=False)
     return path
 
 
@@ -231,14 +232,14 @@ def test_on_invalid_rows_drop_publishes_and_says_so(prefect_server, table, tmp_p
     frame.to_csv(bad, index=False)
     empty = tmp_path / "empty.csv"
     frame.iloc[:0].to_csv(empty, index=False)
-    for path in (bad, empty):
+    for path, code in ((bad, 0), (empty, 5)):  # published; an empty table's is not usable
         result = CliRunner().invoke(
             app,
             ["release", str(path), "--schema", str(schema), "--epsilon", "1",
              "--out", str(tmp_path / "releases"), "--on-invalid-rows", "drop",
              "--allow-unreliable-weights"],
         )
-        assert result.exit_code == 0, result.output
+        assert result.exit_code == code, result.output
         manifest = json.loads((Path(result.stdout.strip()) / "manifest.json").read_text())
         assert "invalid input rows were dropped inside the mechanism" in (
             manifest["privacy_statement"]
@@ -279,3 +280,35 @@ def test_a_delta_above_the_caps_is_refused_and_a_large_cap_delta_warned(table, t
     assert "warning: the cap's delta (0.001) exceeds 1 / max_rows (0.0005)" in (
         capsys.readouterr().err.replace("\n", " ")
     )
+
+
+# --- CLI after publication ----------------------------------------------------------------
+
+
+def test_the_verdict_is_shown_and_a_not_usable_release_exits_5(table, tmp_path, monkeypatch):
+    """After publication stderr shows the release's verdict as its manifest records it, with
+    its first reason, next to the path on stdout; a release published with the verdict "not
+    usable" exits 5, so that a scheduled job can tell it from one "usable with caution"
+    (exit 0). The flow is replaced by releases built with seeded noise (census-like rows:
+    300 at epsilon 0.1, where the noise dominates; 1,537 at epsilon 1)."""
+    from release_fixtures import build_release
+
+    from dprelease.cli import support
+
+    built = {
+        "not usable": build_release(tmp_path / "poor", epsilon=0.1, n_real=300, weights="none"),
+        "usable with caution": build_release(tmp_path / "fair", weights="none"),
+    }
+    command = ["release", str(table), "--schema", str(write_schema(tmp_path)), "--epsilon", "1",
+               "--out", str(tmp_path / "out")]  # fmt: skip
+    for verdict, code in (("not usable", 5), ("usable with caution", 0)):
+        directory = built[verdict]
+        monkeypatch.setattr(support, "run_flow", lambda *_, directory=directory, **__: directory)
+        result = CliRunner().invoke(app, command)
+        assert result.exit_code == code, result.output
+        assert result.stdout.strip() == str(directory)
+        judged = json.loads((directory / "manifest.json").read_text())["verdict"]
+        assert judged["verdict"] == verdict and len(judged["reasons"]) > 1
+        line = f"verdict: {verdict} ({judged['reasons'][0]}; report.md has every reason)"
+        assert line in result.stderr.splitlines()
+    assert '5 published, but the release\'s verdict is "not usable"' in support.EXIT_CODES_HELP

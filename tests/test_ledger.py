@@ -336,6 +336,26 @@ def test_summary_shows_both_accountants_and_the_releases_that_fit(ledger_url, da
     assert lines[-1].endswith(f"that fit: rdp {fits['rdp']}, basic 4")
 
 
+def test_the_ledger_totals_artifact_fits_the_prefect_ui(ledger_url, dataset):
+    """The Prefect UI shows a table artifact at most 1,400 px wide: four columns, each pair
+    of epsilon and delta in one cell, at most 100 characters a row with the headers (about
+    1,000 px with the UI's padding); every accountant's spend, remaining and cap shown."""
+    from tasks.artifacts import ledger_totals
+
+    with Ledger(ledger_url) as ledger:
+        for release in ("r1", "r2", "r3"):
+            spends = [gaussian_release(0.5, 1e-7 / 3)]
+            ledger.reserve(dataset, Cap(3.0, 1e-5, "rdp"), release, spends)
+        rows = ledger_totals(ledger.summary(dataset))
+    assert [row["accountant"] for row in rows] == [
+        "rdp (enforces the cap)", "basic (sum of the entries)", "pld (reported only)"]  # fmt: skip
+    assert all(list(row) == ["accountant", "spent", "remaining", "cap"] for row in rows)
+    widths = [max(len(column), *(len(row[column]) for row in rows)) for column in rows[0]]
+    assert sum(widths) <= 100, rows
+    assert rows[1]["spent"] == "ε 1.5, δ 1e-7" and rows[1]["cap"] == "ε 3, δ 1e-5"
+    assert rows[0]["remaining"].endswith("at the cap's δ")
+
+
 def test_a_ledger_from_before_descriptions_is_migrated(tmp_path):
     """Old tables (no accountant, no description column) keep working, under basic."""
     import sqlite3

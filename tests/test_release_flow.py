@@ -340,8 +340,10 @@ def test_privbayes_release_through_the_cli(prefect_server, census_csv, tmp_path)
     out = tmp_path / "releases"
     extra = ("--generator", "privbayes", *LENIENT)
     result = invoke(*release_args(census_csv, schema_file(tmp_path), out, *extra))
-    assert result.exit_code == 0, result.output
+    assert result.exit_code in (0, 5), result.output  # published; 5: its verdict "not usable"
     manifest = json.loads((Path(result.stdout.strip()) / "manifest.json").read_text())
+    # PrivBayes' DP-chosen network may hold tables the noise dominates (1 of 3 seeded runs)
+    assert result.exit_code == (5 if manifest["verdict"]["verdict"] == "not usable" else 0)
     assert manifest["configuration"]["generator"]["generator"] == "privbayes"
     spends = manifest["release_spend"]
     assert spends["epsilon"] == pytest.approx(1.0) and spends["delta"] <= 1e-6

@@ -272,6 +272,16 @@ def test_the_report_references_its_figure_and_the_artifact_embeds_it(report, rel
     assert base64.b64decode(encoded) == (release / "weights.png").read_bytes()
 
 
+def test_no_two_tildes_of_a_paragraph_render_as_strikethrough(report, release):
+    """GitHub-flavoured markdown (the Prefect UI's) strikes through the text between two
+    tildes of a paragraph: outside code, no paragraph of the report or of its artifact has
+    two tildes that are not escaped."""
+    for text in (report, artifact_markdown(release)):
+        outside_code = re.sub(r"`[^`\n]*`", "", re.sub(r"```.*?```", "", text, flags=re.S))
+        for paragraph in outside_code.split("\n\n"):
+            assert len(re.findall(r"(?<!\\)~", paragraph)) < 2, paragraph
+
+
 def test_a_long_history_shows_the_most_recent_releases():
     from dprelease.release.report.common import MAX_PAST_RELEASES, budget_section
 

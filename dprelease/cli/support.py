@@ -16,7 +16,8 @@
 - `ledger_notice`: which ledger is used, and whether this dataset has history in it.
 
 Exit codes (README): 0 published, 1 unexpected error, 2 bad input or configuration, 3 the
-dataset's cap refuses the run, 4 the weights are unreliable (nothing published).
+dataset's cap refuses the run, 4 the weights are unreliable (nothing published), 5 published
+but its verdict is "not usable" (`publish_command` prints the verdict next to the path).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import typer
 from rich.console import Console
 
 from dprelease.config import InputPolicy, InvalidRows, OutOfBounds
+from dprelease.diagnostics.accuracy import NOT_USABLE
 from dprelease.errors import DPReleaseError
 from dprelease.io.stream import preflight
 from dprelease.privacy.ledger import Ledger
@@ -58,8 +60,11 @@ INFER_EXIT_CODES_HELP = (
     "before the data is read; nothing spent)."
 )  # a posterior has no importance weights, so no PSIS refusal (exit 4)
 EXIT_CODES_HELP = INFER_EXIT_CODES_HELP.removesuffix(".") + (
-    "; 4 PSIS says the weights are unreliable (the spend stays in the ledger, nothing published)."
+    "; 4 PSIS says the weights are unreliable (the spend stays in the ledger, nothing "
+    "published); 5 published, but the release's verdict is \"not usable\" (its report says "
+    "why)."
 )
+NOT_USABLE_EXIT = 5  # a published release whose verdict (manifest `verdict`) is "not usable"
 LEDGER_EXIT_CODES_HELP = (
     "Exit codes: 0 shown; 1 unexpected error; 2 the dataset has no entries in the ledger."
 )
@@ -295,8 +300,9 @@ def publish_command(
     summary: Callable[[dict], str],
 ) -> None:
     """What every release command does after planning: the checks that read no data, then
-    the flow in this process; then `summary(manifest)` on stderr and the release directory
-    on stdout."""
+    the flow in this process; then `summary(manifest)` and the release's verdict
+    (`verdict_line`, where the manifest has one) on stderr, the release directory on stdout,
+    and exit `NOT_USABLE_EXIT` when the verdict is "not usable"."""
     with expected_errors(verbose):
         check_before_run(ledger_url, plan, input_path, config, out)
     with warnings.catch_warnings():  # printed above, before the flow
@@ -313,7 +319,23 @@ def publish_command(
         )
     manifest = json.loads((Path(release_dir) / MANIFEST_FILE).read_text())
     stderr.print(f"published: {summary(manifest)}", highlight=False, soft_wrap=True)
+    judged = manifest.get("verdict")  # a synthetic release's; the posterior kinds have none
+    if judged is not None:
+        stderr.print(verdict_line(judged), highlight=False, soft_wrap=True)
     stdout.print(release_dir, highlight=False, soft_wrap=True)
+    if judged is not None and judged["verdict"] == NOT_USABLE:
+        raise typer.Exit(NOT_USABLE_EXIT)
+
+
+def verdict_line(judged: dict) -> str:
+    """The release's verdict as the manifest records it (`diagnostics.accuracy.verdict`, DP
+    outputs only) with its first reason: `verdict: not usable (the DP noise dominates: ...;
+    report.md has every reason)`."""
+    reasons = judged["reasons"]
+    if not reasons:
+        return f"verdict: {judged['verdict']}"
+    more = "; report.md has every reason" if len(reasons) > 1 else ""
+    return f"verdict: {judged['verdict']} ({reasons[0]}{more})"
 
 
 def ledger_notice(ledger_url: str, dataset: str) -> str:

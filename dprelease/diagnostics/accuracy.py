@@ -71,6 +71,7 @@ from statistics import median
 import pandas as pd
 
 from dprelease.diagnostics.column_cells import (
+    APART,
     TAIL_SHARE,
     WEAK_SDS,
     crowded,
@@ -236,13 +237,14 @@ def verdict(accuracy: dict, rows: dict, weights_verdict: str, weights_chi2: floa
          "finer than a cell are lost; bounds closer to where the rows are give finer cells "
          "there"),
         (moved_means(rows), f"synthetic rows in cells whose DP counts are within {WEAK_SDS:g} "
-         "noise standard deviations of zero, cells the noise alone can fill, move the "
+         f"noise standard deviations of zero{APART}, cells the noise alone can fill, move the "
          "column's mean by more than a quarter of a standard deviation of its other rows: its "
          "mean and its far values are not reliable"),
         (noisy_tails(rows), f"{TAIL_SHARE:.0%} or more of the synthetic rows lie beyond the "
-         f"cells whose DP counts are {WEAK_SDS:g} noise standard deviations above zero, in "
-         "cells the noise alone can fill: the column's 1st or 99th percentile and its far "
-         "values are not reliable"),
+         f"cells whose DP counts are {WEAK_SDS:g} noise standard deviations above zero and, "
+         "apart from the column's body, above what the noise alone reaches in any of its "
+         "cells, in cells the noise alone can fill: the column's 1st or 99th percentile and "
+         "its far values are not reliable"),
     )  # fmt: skip
     for names, reason in column_reasons:
         if names:

@@ -8,7 +8,13 @@ from decimal import Decimal
 from itertools import combinations
 
 from dprelease.diagnostics.accuracy import FAIR_TVD, GOOD_TVD, USABLE
-from dprelease.diagnostics.column_cells import WEAK_SDS, crowded, moved_means, noisy_tails
+from dprelease.diagnostics.column_cells import (
+    APART,
+    WEAK_SDS,
+    crowded,
+    moved_means,
+    noisy_tails,
+)
 from dprelease.release.report.common import human
 
 SHOWN_MARGINALS = 12
@@ -29,7 +35,7 @@ def usable_section(manifest: dict) -> list[str]:
     lines += [
         f"Accuracy allowed by the DP noise: {GRADE_TEXT[accuracy['grade']]}. For each marginal "
         "the generator measured, the expected total variation distance of its noisy counts "
-        "from the real ones, k E|noise| / (2 N~) for k cells and the noisy total N~ (an order "
+        "from the real ones, k E|noise| / (2 T) for k cells and the noisy total T (an order "
         "of magnitude: the generator's fit usually lowers it, the real rows' own sampling "
         f"variation comes on top). Good: one-way median at most {GOOD_TVD:g}; the noise "
         f"dominates above {FAIR_TVD:g}.",
@@ -239,9 +245,9 @@ def _rows_lines(rows: dict, schema_columns: dict) -> list[str]:
         lines.append(
             f"`{column}`: {record['rows_in_weak_cells']:.1%} of its synthetic rows lie in "
             f"{record['weak_cells']} cell{'s' if record['weak_cells'] != 1 else ''} whose DP "
-            f"counts are within {WEAK_SDS:g} noise "
-            "standard deviations of zero (cells the noise alone can fill, whether or not real "
-            f"rows are there); its synthetic mean is {human(record['mean'], 4)}, "
+            f"counts are within {WEAK_SDS:g} noise standard deviations of zero{APART} (cells "
+            "the noise alone can fill, whether or not real rows are there); its synthetic mean "
+            f"is {human(record['mean'], 4)}, "
             + (f"and {human(kept, 4)} without them" if kept is not None else "and every cell of it "
                "is weak, so there is no mean without them")  # fmt: skip
             + f". Means, sums and far values of `{column}` rest on those rows. "
@@ -267,7 +273,8 @@ def _tail_line(column: str, record: dict) -> str:
         f"`{column}`: {share:.1%} of its synthetic rows lie {direction} {human(edge, 4)}"
         + "".join(f" and {rows:.1%} {where} {human(at, 4)}" for rows, where, at, _ in beyond[1:])
         + f", beyond its cells whose DP counts are {WEAK_SDS:g} noise standard deviations "
-        "above zero, in cells the noise alone can fill (whether or not real rows are there): "
+        "above zero and, apart from its body, above what the noise alone reaches in any of its "
+        "cells, in cells the noise alone can fill (whether or not real rows are there): "
         f"its {percentiles} percentile{'s' if len(beyond) > 1 else ''} and the values beyond "
         "rest on noise, not on real rows. " + _fewer_weak_cells(record)
     )
