@@ -18,7 +18,7 @@ from pathlib import Path
 from dprelease.config import SyntheticConfig
 from dprelease.datasets import census_like
 from dprelease.evaluation.timing import StepTimer
-from dprelease.release.pipeline import publish
+from dprelease.release.pipeline import publish_release
 from dprelease.release.synthetic import SYNTHETIC_PIPELINE
 
 ROOT = Path(__file__).parent.parent
@@ -37,7 +37,7 @@ def library_release(
         epsilon=1.0, delta=1e-6, weights=weights, n_synthetic=n_synthetic, seed=0
     )
     timer = StepTimer()
-    release_dir = publish(
+    release_dir = publish_release(
         SYNTHETIC_PIPELINE, SCHEMA, config, str(data), out_dir=work / "releases",
         ledger_url=f"sqlite:///{work / 'ledger.sqlite'}", step=timer,
     )  # fmt: skip

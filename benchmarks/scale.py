@@ -70,7 +70,7 @@ def child(input_path: str, schema_path: str, n_synthetic: int, out_dir: str) -> 
     wall seconds, CPU seconds, peak RSS MB)."""
     from dprelease.config import SyntheticConfig
     from dprelease.evaluation.timing import StepTimer
-    from dprelease.release.pipeline import publish
+    from dprelease.release.pipeline import publish_release
     from dprelease.release.synthetic import SYNTHETIC_PIPELINE
     from dprelease.release.synthetic_plan import plan_release
     from dprelease.schema import load_schema
@@ -81,7 +81,7 @@ def child(input_path: str, schema_path: str, n_synthetic: int, out_dir: str) -> 
     assert plan_release(load_schema(schema_path), config).streams, "the default must stream"
     timer = StepTimer()
     ledger_url = f"sqlite:///{Path(out_dir) / 'ledger.sqlite'}"
-    publish(
+    publish_release(
         SYNTHETIC_PIPELINE, schema_path, config, input_path,
         out_dir=Path(out_dir) / "releases", ledger_url=ledger_url, step=timer,
     )  # fmt: skip

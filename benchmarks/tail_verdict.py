@@ -35,7 +35,7 @@ import pandas as pd
 from dprelease.config import SyntheticConfig
 from dprelease.datasets import breast_cancer, census_like
 from dprelease.diagnostics.column_cells import moved_means, noisy_tails
-from dprelease.release.pipeline import publish
+from dprelease.release.pipeline import publish_release
 from dprelease.release.synthetic import SYNTHETIC_PIPELINE
 from dprelease.schema import CategoricalColumn, Schema, load_schema
 
@@ -66,7 +66,7 @@ def tables() -> dict[str, tuple[Schema, pd.DataFrame]]:
 def release(schema: Schema, frame: pd.DataFrame, epsilon: float) -> tuple[dict, pd.DataFrame]:
     """One default release at `epsilon` with DP noise from the OS: its manifest and rows."""
     work = Path(tempfile.mkdtemp(prefix="dprelease-tails-"))
-    directory = publish(
+    directory = publish_release(
         SYNTHETIC_PIPELINE, schema, SyntheticConfig(epsilon=epsilon), frame,
         out_dir=work / "releases", ledger_url=f"sqlite:///{work / 'ledger.sqlite'}",
     )  # fmt: skip

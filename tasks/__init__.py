@@ -1,6 +1,6 @@
 """Thin Prefect wrappers over dprelease's release pipelines: orchestration, never algorithms.
 
-`prefect_step` is the step runner the flows give `dprelease.release.pipeline.publish`: each
+`prefect_step` is the step runner the flows give `dprelease.release.pipeline.publish_release`: each
 step of a release runs as a Prefect task with `NO_PERSISTENCE` (no result persistence, no
 caching, no automatic retries: a retry of a task that touched the real data would be a new,
 unaccounted spend; docs/privacy-model.md section 7).

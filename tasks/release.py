@@ -16,7 +16,7 @@ from prefect import get_run_logger
 
 from dprelease.privacy.ledger_location import resolve_ledger_url, shown_url
 from dprelease.release.files import MANIFEST_FILE
-from dprelease.release.pipeline import Pipeline, publish
+from dprelease.release.pipeline import Pipeline, publish_release
 from tasks import prefect_step
 from tasks.artifacts import publish_artifacts
 
@@ -31,7 +31,7 @@ def release(
 ) -> str:
     """Publish one release of `pipeline`'s kind; return its directory."""
     ledger = resolve_ledger_url(ledger_url)
-    directory = publish(
+    directory = publish_release(
         pipeline, schema_path, config, input_path,
         out_dir=out_dir, ledger_url=ledger, step=prefect_step,
     )  # fmt: skip

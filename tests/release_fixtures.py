@@ -15,7 +15,7 @@ from conftest import SeededNoise
 
 from dprelease.config import SyntheticConfig
 from dprelease.datasets import census_like
-from dprelease.release.pipeline import publish
+from dprelease.release.pipeline import publish_release
 from dprelease.release.synthetic import SYNTHETIC_PIPELINE
 from dprelease.schema import Schema
 from dprelease.verify.release import verify_release
@@ -72,7 +72,7 @@ def build_release(
         on_invalid_rows=on_invalid_rows,
         allow_unreliable_weights=True,
     )
-    return publish(
+    return publish_release(
         SYNTHETIC_PIPELINE,
         schema or census_schema(),
         config,
@@ -86,7 +86,7 @@ def build_release(
 def publish_table(out: Path, schema: Schema, config: SyntheticConfig, table) -> tuple[Path, dict]:
     """Publish `table` under `config` into `out` with a throwaway ledger and seeded test noise;
     return the release directory and its manifest."""
-    release = publish(
+    release = publish_release(
         SYNTHETIC_PIPELINE,
         schema,
         config,

@@ -24,7 +24,7 @@ from dprelease.inference.abcdp.summary import PRIOR_DRAWS, summarise
 from dprelease.privacy.ledger import Ledger
 from dprelease.privacy.noise import NoiseSource
 from dprelease.release.abcdp import ABCDP_PIPELINE, load_real_rows, plan_abcdp_release
-from dprelease.release.pipeline import publish
+from dprelease.release.pipeline import publish_release
 from dprelease.schema import load_schema
 from dprelease.verify.abcdp import abcdp_checks
 from dprelease.verify.release import verify_release
@@ -51,7 +51,7 @@ def _publish(
 ) -> tuple[Path, str]:
     """The product's release pipeline without Prefect (`noise`: tests may seed it)."""
     url = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
-    directory = publish(
+    directory = publish_release(
         ABCDP_PIPELINE, SCHEMA, config, table, out_dir=tmp_path / "releases", ledger_url=url,
         noise=noise,
     )  # fmt: skip

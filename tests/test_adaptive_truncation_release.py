@@ -24,7 +24,7 @@ from dprelease.datasets import census_like
 from dprelease.inference.truncation.privacy import BELOW_MIN_ROWS
 from dprelease.privacy.ledger import Ledger
 from dprelease.release.files import TRANSCRIPT_FILE
-from dprelease.release.pipeline import publish
+from dprelease.release.pipeline import publish_release
 from dprelease.release.truncation import TRUNCATION_PIPELINE
 from dprelease.verify.release import verify_release
 from dprelease.verify.truncation import truncation_checks
@@ -94,7 +94,7 @@ def _library_release(census, tmp_path, noise) -> Path:
     """The product's release pipeline without Prefect, with seeded (test-only) noise."""
     table, schema_path = census
     config = TruncationConfig(column="age", epsilon=2.0, n_steps=150, particles=200, seed=3)
-    return publish(
+    return publish_release(
         TRUNCATION_PIPELINE, schema_path, config, table, out_dir=tmp_path / "releases",
         ledger_url=f"sqlite:///{tmp_path / 'ledger.sqlite'}", noise=noise,
     )  # fmt: skip

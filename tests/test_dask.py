@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from dprelease.config import InputPolicy
 from dprelease.datasets import census_like
 from dprelease.encoding import Encoder
 from dprelease.errors import InputError
@@ -95,7 +96,7 @@ def test_a_bad_partition_is_refused_with_the_same_message(cluster, tmp_path):
     census_like(50, seed=2).assign(region="atlantis").to_parquet(
         directory / "b.parquet", index=False
     )
-    source = StreamingInput(str(directory), SCHEMA)
+    source = StreamingInput(str(directory), SCHEMA, InputPolicy(on_invalid_rows="refuse"))
     with pytest.raises(InputError) as streamed:
         source.scan(ENCODER, IndependentMarginals(ENCODER, 1.0).cell_counts)
     with Client(cluster), pytest.raises(InputError) as reduced:

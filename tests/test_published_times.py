@@ -21,7 +21,7 @@ from dprelease.config import SyntheticConfig
 from dprelease.privacy.accounting import PlannedSpend
 from dprelease.privacy.ledger import Ledger
 from dprelease.release.files import LEDGER_FILE
-from dprelease.release.pipeline import publish
+from dprelease.release.pipeline import publish_release
 from dprelease.release.synthetic import SYNTHETIC_PIPELINE, load_real
 
 TABLE = pd.DataFrame({"x": [0.5, 0.2, 0.9], "k": [1, 2, 3], "y": ["a", "b", "a"]})
@@ -41,7 +41,7 @@ def test_published_times_are_taken_before_the_data_is_read_or_are_dates(tmp_path
 
     ledger_url = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
     out = tmp_path / "new" / "releases"
-    release = publish(
+    release = publish_release(
         dataclasses.replace(SYNTHETIC_PIPELINE, load=slow_load),
         TINY_SCHEMA,
         SyntheticConfig(epsilon=1.0, weights="none", n_synthetic=100),
@@ -83,7 +83,7 @@ def test_a_release_is_staged_where_only_its_owner_can_look(tmp_path):
 
         return dataclasses.replace(made, report=report)
 
-    release = publish(
+    release = publish_release(
         dataclasses.replace(SYNTHETIC_PIPELINE, bundle=bundle),
         TINY_SCHEMA,
         SyntheticConfig(epsilon=1.0, weights="none", n_synthetic=100),
@@ -105,7 +105,7 @@ def test_the_published_ledger_says_committed_or_not_committed(tmp_path):
             "20250101T000000Z-deadbeef",
             [PlannedSpend("laplace", 0.5, 0.0)],
         )
-    release = publish(
+    release = publish_release(
         SYNTHETIC_PIPELINE,
         TINY_SCHEMA,
         SyntheticConfig(epsilon=1.0, weights="none", n_synthetic=100),

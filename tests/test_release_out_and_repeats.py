@@ -13,7 +13,7 @@ from release_fixtures import TINY_SCHEMA
 from dprelease.config import SyntheticConfig
 from dprelease.errors import InputError
 from dprelease.privacy.ledger import Ledger
-from dprelease.release.pipeline import DuplicateReleaseWarning, publish
+from dprelease.release.pipeline import DuplicateReleaseWarning, publish_release
 from dprelease.release.synthetic import SYNTHETIC_PIPELINE
 
 TABLE = pd.DataFrame({"x": [0.5, 0.2, 0.9], "k": [1, 2, 3], "y": ["a", "b", "a"]})
@@ -21,7 +21,7 @@ TABLE = pd.DataFrame({"x": [0.5, 0.2, 0.9], "k": [1, 2, 3], "y": ["a", "b", "a"]
 
 def _publish(tmp_path, out, seed=None):  # noqa: ANN001, ANN202
     config = SyntheticConfig(epsilon=1.0, weights="none", n_synthetic=100, seed=seed)
-    return publish(
+    return publish_release(
         SYNTHETIC_PIPELINE,
         TINY_SCHEMA,
         config,

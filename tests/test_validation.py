@@ -15,6 +15,7 @@ from dprelease.io.validate import check_synthetic
 from dprelease.schema import load_schema
 
 SCHEMA = load_schema(Path(__file__).parent.parent / "data" / "census.yaml")
+REFUSE = InputPolicy(on_invalid_rows="refuse")  # the CLI's default: every message is read
 
 
 @pytest.fixture
@@ -33,20 +34,22 @@ def edited(path: Path, tmp_path: Path, edit) -> Path:  # noqa: ANN001
 
 
 def test_valid_table_loads_with_schema_types(census_csv):
-    table = load_validated(census_csv, SCHEMA)
+    table = load_validated(census_csv, SCHEMA, REFUSE)
     assert list(table.columns) == list(SCHEMA.columns)
     assert str(table["age"].dtype) == "int64"
     assert str(table["wage"].dtype) == "float64"
     assert list(table["region"].cat.categories) == list(SCHEMA.columns["region"].categories)
     assert table["capital_gain"].isna().any()
-    pd.testing.assert_frame_equal(table, load_validated(table, SCHEMA))  # the same, in memory
+    pd.testing.assert_frame_equal(
+        table, load_validated(table, SCHEMA, REFUSE)
+    )  # the same, in memory
 
 
 def test_parquet_input(census_csv, tmp_path):
     path = tmp_path / "census.parquet"
     census_like(300, seed=1).to_parquet(path)
-    parquet = load_validated(path, SCHEMA)
-    csv = load_validated(census_csv, SCHEMA)
+    parquet = load_validated(path, SCHEMA, REFUSE)
+    csv = load_validated(census_csv, SCHEMA, REFUSE)
     pd.testing.assert_frame_equal(parquet, csv)
 
 
@@ -60,7 +63,7 @@ def set_value(column: str, value: str):  # noqa: ANN201
 
 def test_out_of_bounds_values_are_clipped_by_default(census_csv, tmp_path):
     path = edited(census_csv, tmp_path, set_value("wage", "987654.5"))
-    table = load_validated(path, SCHEMA)
+    table = load_validated(path, SCHEMA, REFUSE)
     assert table["wage"].iloc[3] == 20000.0
     assert table["wage"].max() <= 20000.0
 
@@ -68,7 +71,9 @@ def test_out_of_bounds_values_are_clipped_by_default(census_csv, tmp_path):
 def test_out_of_bounds_rejected_on_request(census_csv, tmp_path):
     path = edited(census_csv, tmp_path, set_value("age", "123"))
     with pytest.raises(InputError) as error:
-        load_validated(path, SCHEMA, InputPolicy(on_out_of_bounds="reject"))
+        load_validated(
+            path, SCHEMA, InputPolicy(on_out_of_bounds="reject", on_invalid_rows="refuse")
+        )
     message = str(error.value)
     assert str(path) in message and "'age'" in message and "outside the schema's bounds" in message
     assert "123" not in message
@@ -91,7 +96,7 @@ def test_out_of_bounds_rejected_on_request(census_csv, tmp_path):
 def test_bad_values_are_named_without_values(census_csv, tmp_path, edit, column, problem, secret):
     path = edited(census_csv, tmp_path, edit)
     with pytest.raises(InputError) as error:
-        load_validated(path, SCHEMA)
+        load_validated(path, SCHEMA, REFUSE)
     message = str(error.value)
     assert str(path) in message
     assert f"column {column!r}" in message
@@ -106,41 +111,43 @@ def test_bad_values_are_named_without_values(census_csv, tmp_path, edit, column,
 def test_a_non_finite_number_is_an_invalid_value(census_csv, tmp_path, text, column):
     path = edited(census_csv, tmp_path, set_value(column, text))
     refused = f"{path}: column {column!r} has values that are not finite numbers"
-    for policy in (InputPolicy(), InputPolicy(on_out_of_bounds="reject")):
+    for policy in (REFUSE, InputPolicy(on_out_of_bounds="reject", on_invalid_rows="refuse")):
         with pytest.raises(InputError) as error:
             load_validated(path, SCHEMA, policy)
         assert str(error.value) == refused
     kept = load_validated(path, SCHEMA, InputPolicy(on_invalid_rows="drop"))
-    expected = load_validated(census_csv, SCHEMA).drop(index=3).reset_index(drop=True)
+    expected = load_validated(census_csv, SCHEMA, REFUSE).drop(index=3).reset_index(drop=True)
     pd.testing.assert_frame_equal(kept, expected)  # dropped, never clipped to a bound
 
 
 def test_extra_and_missing_columns(census_csv, tmp_path):
     extra = edited(census_csv, tmp_path, lambda f: f.assign(ssn="x"))
     with pytest.raises(InputError, match="1 column not in the schema .*--drop-extra-columns") as e:
-        load_validated(extra, SCHEMA)
+        load_validated(extra, SCHEMA, REFUSE)
     assert "ssn" not in str(e.value)  # a name that is not a schema column may be a value
-    dropped = load_validated(extra, SCHEMA, InputPolicy(drop_extra_columns=True))
+    dropped = load_validated(
+        extra, SCHEMA, InputPolicy(on_invalid_rows="refuse", drop_extra_columns=True)
+    )
     assert list(dropped.columns) == list(SCHEMA.columns)
     missing = edited(census_csv, tmp_path, lambda f: f.drop(columns=["hours", "sex"]))
     with pytest.raises(InputError, match="missing columns required by the schema: hours, sex"):
-        load_validated(missing, SCHEMA)
+        load_validated(missing, SCHEMA, REFUSE)
 
 
 def test_unreadable_inputs(tmp_path):
     header_only = tmp_path / "empty.csv"
     header_only.write_text(",".join(SCHEMA.columns) + "\n")
     with pytest.raises(InputError, match="has no rows"):
-        load_validated(header_only, SCHEMA)
+        load_validated(header_only, SCHEMA, REFUSE)
     blank = tmp_path / "blank.csv"
     blank.write_text("")
     with pytest.raises(InputError, match="the file is empty"):
-        load_validated(blank, SCHEMA)
+        load_validated(blank, SCHEMA, REFUSE)
     latin1 = tmp_path / "latin1.csv"
     frame = census_like(5, seed=1).assign(region="m\xe9xico")
     frame.to_csv(latin1, index=False, encoding="latin-1")
     with pytest.raises(InputError, match="not UTF-8"):
-        load_validated(latin1, SCHEMA)
+        load_validated(latin1, SCHEMA, REFUSE)
     latin1_header = tmp_path / "latin1_header.csv"
     latin1_header.write_bytes("\xe2ge,region\n30,south\n".encode("latin-1"))
     with pytest.raises(InputError, match="the header line is not UTF-8"):
@@ -148,13 +155,13 @@ def test_unreadable_inputs(tmp_path):
     broken = tmp_path / "broken.parquet"
     broken.write_bytes(b"PAR1 this is not parquet")
     with pytest.raises(InputError, match="cannot read the file"):
-        load_validated(broken, SCHEMA)
+        load_validated(broken, SCHEMA, REFUSE)
     with pytest.raises(InputError, match="unsupported file type '.xlsx'"):
         other = tmp_path / "table.xlsx"
         other.write_text("x")
-        load_validated(other, SCHEMA)
+        load_validated(other, SCHEMA, REFUSE)
     with pytest.raises(InputError, match="input file not found"):
-        load_validated(tmp_path / "absent.csv", SCHEMA)
+        load_validated(tmp_path / "absent.csv", SCHEMA, REFUSE)
 
 
 def test_synthetic_rows_pass_the_same_rules():

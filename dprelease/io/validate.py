@@ -37,7 +37,9 @@ from dprelease.errors import InputError
 from dprelease.schema import CategoricalColumn, IntegerColumn, Schema
 
 MISSING = "has missing values but the schema does not mark it nullable"
-STRICT = InputPolicy(on_out_of_bounds=OutOfBounds.reject)  # for the synthetic table
+STRICT = InputPolicy(  # for the synthetic table: any broken row is a bug
+    on_out_of_bounds=OutOfBounds.reject, on_invalid_rows=InvalidRows.refuse
+)
 
 
 @dataclass

@@ -9,7 +9,7 @@ A kind (`release.synthetic`, `release.truncation`, `release.abcdp`) implements `
 - `actual_spends(plan, outcome)`: what each reserved mechanism actually spent;
 - `bundle(plan, outcome, record)`: the `ReleaseBundle` (DP outputs and public metadata).
 
-`publish` runs them in the order the privacy model requires (docs/privacy-model.md
+`publish_release` runs them in the order the privacy model requires (docs/privacy-model.md
 section 7), and nothing else reserves or commits spends:
 
     plan -> check the cap (exit 3, the data unread) -> load and validate (exit 2, nothing
@@ -284,7 +284,7 @@ class DuplicateReleaseWarning(UserWarning):
     """A release with the same configuration as one made today (it spends again)."""
 
 
-def publish(
+def publish_release(
     pipeline: Pipeline[ConfigT, Any, Any, Any],
     schema: Schema | str | Path,
     config: ConfigT,
