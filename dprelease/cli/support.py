@@ -195,8 +195,8 @@ def _stage_display(what: str) -> Iterator[Callable[[str], None]]:
 
 SERVER_HINT = (
     "note: no Prefect server is configured, so this run starts a temporary one (15-25 s). "
-    "Start one once with `make server` (or `prefect server start --background && prefect "
-    "config set PREFECT_API_URL=http://127.0.0.1:4200/api`): later runs then take seconds."
+    "Start one once with `make server` (or `dprelease server start`): later runs then take "
+    "seconds."
 )
 
 
@@ -219,7 +219,7 @@ def check_prefect_server() -> None:
     if error is not None:
         raise fail(
             f"cannot reach the Prefect server at {url} ({type(error).__name__}): start it "
-            "with `make server` (or `prefect server start`), or run `prefect config unset "
+            "with `make server` (or `dprelease server start`), or run `prefect config unset "
             "PREFECT_API_URL` to let each run start a temporary one"
         )
 
