@@ -44,7 +44,6 @@ from dprelease.release.pipeline import (
     DuplicateReleaseWarning,
     Plan,
     check_budget,
-    duplicate_warning,
 )
 from dprelease.release.synthetic_plan import DEFAULT_N_SYNTHETIC
 from dprelease.release.writer import refuse_inside_release
@@ -265,16 +264,37 @@ def check_before_run(
 ) -> None:
     """The checks of a release that read no data, in order: `--out` not inside a release
     (exit 2), the cap (exit 3; the input is not even opened), then the input file's header
-    (exit 2). Prints which ledger is used, a warning when the cap's delta exceeds
-    1 / max_rows, and one when the dataset already has a release with the same
-    configuration today (it would spend again)."""
+    (exit 2). Prints which ledger is used and a warning when the cap's delta exceeds
+    1 / max_rows. (A repeat of today's configuration is warned about by the run itself, once
+    the table passed validation and the spend is next: `show_duplicate_warning`.)"""
     refuse_inside_release(out)
     check_budget(ledger_url, plan)
     preflight(input_path, plan.schema, policy)
     stderr.print(ledger_notice(ledger_url, plan.dataset), highlight=False, soft_wrap=True)
-    for warning in (plan.schema.cap_delta_warning, duplicate_warning(ledger_url, plan)):
-        if warning is not None:
-            stderr.print(f"warning: {warning}", highlight=False, soft_wrap=True)
+    warning = plan.schema.cap_delta_warning
+    if warning is not None:
+        stderr.print(f"warning: {warning}", highlight=False, soft_wrap=True)
+
+
+@contextlib.contextmanager
+def show_duplicate_warning() -> Iterator[None]:
+    """Print each `DuplicateReleaseWarning` raised inside as a `warning:` line on stderr (the
+    pipeline raises it right before the reservation, `pipeline.run_guarded`); other warnings
+    are shown as before."""
+    with warnings.catch_warnings():  # restores the filters and `showwarning` afterwards
+        warnings.simplefilter("always", DuplicateReleaseWarning)
+        shown = warnings.showwarning
+
+        def show(
+            message: Warning | str, category: type[Warning], *args: Any, **kwargs: Any
+        ) -> None:
+            if issubclass(category, DuplicateReleaseWarning):
+                stderr.print(f"warning: {message}", highlight=False, soft_wrap=True)
+            else:
+                shown(message, category, *args, **kwargs)
+
+        warnings.showwarning = show
+        yield
 
 
 def publish_command(
@@ -295,8 +315,7 @@ def publish_command(
     on stdout."""
     with expected_errors(verbose):
         check_before_run(ledger_url, plan, input_path, config, out)
-    with warnings.catch_warnings():  # printed above, before the flow
-        warnings.simplefilter("ignore", DuplicateReleaseWarning)
+    with show_duplicate_warning():
         release_dir = run_flow(
             flow_path,
             verbose=verbose,
