@@ -153,3 +153,11 @@ def test_the_command_warns_on_stderr_when_a_repeat_reaches_its_spend(tmp_path, c
     assert code == 0 and "warning: dataset 'tiny' already has a release with the same " in err
     assert "this run spends its budget again" in err
     assert err.index("warning: dataset 'tiny'") < err.index("published:")
+
+
+def test_the_command_states_the_budget_in_plain_words_after_a_release(command, capsys):
+    code, err = command(TABLE, capsys)
+    assert code == 0 and err.index("published:") < err.index(
+        "budget: The privacy cap of dataset 'tiny' (epsilon 50, delta 0.0001) is enforced by "
+        "basic composition"
+    )

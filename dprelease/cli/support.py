@@ -311,8 +311,8 @@ def publish_command(
     summary: Callable[[dict], str],
 ) -> None:
     """What every release command does after planning: the checks that read no data, then
-    the flow in this process; then `summary(manifest)` on stderr and the release directory
-    on stdout."""
+    the flow in this process; then `summary(manifest)` and the dataset's budget in plain
+    words (`ledger_view.plain_summary`) on stderr and the release directory on stdout."""
     with expected_errors(verbose):
         check_before_run(ledger_url, plan, input_path, config, out)
     with show_duplicate_warning():
@@ -328,6 +328,9 @@ def publish_command(
         )
     manifest = json.loads((Path(release_dir) / MANIFEST_FILE).read_text())
     stderr.print(f"published: {summary(manifest)}", highlight=False, soft_wrap=True)
+    with Ledger(ledger_url) as ledger:
+        budget = ledger.summary(plan.dataset)["plain_summary"]
+    stderr.print(f"budget: {budget}", highlight=False, soft_wrap=True)
     stdout.print(release_dir, highlight=False, soft_wrap=True)
 
 

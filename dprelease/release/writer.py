@@ -116,7 +116,8 @@ def privacy_statement(
     fixed_in_advance_by: str = PLD,
 ) -> str:
     """The sentence every release carries (docs/privacy-model.md sections 1 and 7): this release's
-    spend, the dataset's total under basic composition and, for the rdp accountant, under the
+    spend, the dataset's total under basic composition (for rdp, said to be a sum that may
+    exceed the cap without an overspend) and, for the rdp accountant, under the
     Rényi filter (the accountant that enforces the cap, valid for releases chosen adaptively),
     the cap, the PLD figure when given (valid only for a sequence fixed in advance, never used
     to admit a release), the cap's delta warning, the invalid-row policy and the out-of-bounds
@@ -136,11 +137,17 @@ def privacy_statement(
         else ""
     )
     caution = f"; warning: {warning}" if warning is not None else ""
+    summed = (
+        f"basic composition, the entries' sum: under {accountant} it may exceed the cap "
+        "without any overspend"
+        if tight
+        else "basic composition"
+    )
     return (
         f"(epsilon, delta)-DP for the add/remove of one row of the real table; this release "
         f"spent epsilon={release_spend.epsilon:.6g}, delta={release_spend.delta:.6g}; "
         f"dataset total epsilon={dataset_total.epsilon:.6g}, delta={dataset_total.delta:.6g} "
-        f"(basic composition){tight}, of cap epsilon={cap.epsilon:.6g}, "
+        f"({summed}){tight}, of cap epsilon={cap.epsilon:.6g}, "
         f"delta={cap.delta:.6g} checked with the {accountant} accountant{reported}{caution}; "
         f"{INVALID_ROWS_CLAUSES[invalid_rows]}; "
         f"{out_of_bounds_clause(out_of_bounds, invalid_rows)}"
