@@ -45,7 +45,7 @@ from dprelease.release.pipeline import (
     Plan,
     check_budget,
 )
-from dprelease.release.synthetic_plan import DEFAULT_N_SYNTHETIC
+from dprelease.release.synthetic_plan import DEFAULT_N_SYNTHETIC, MAX_DEFAULT_N_SYNTHETIC
 from dprelease.release.writer import refuse_inside_release
 
 stdout = Console()
@@ -114,7 +114,9 @@ NSyntheticOption = Annotated[
     int | None,
     typer.Option(
         "--n-synthetic",
-        help=f"Synthetic rows (default: the schema's max_rows, at least {DEFAULT_N_SYNTHETIC})",
+        help=f"Synthetic rows (default: the schema's max_rows, at least {DEFAULT_N_SYNTHETIC:,} "
+        f"and at most {MAX_DEFAULT_N_SYNTHETIC:,}; refused when its estimated memory exceeds "
+        "what the machine has available)",
         show_default=False,
     ),
 ]
