@@ -5,29 +5,18 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 EVAL_GENERATORS ?= pgm,marginals,privbayes
 
-.PHONY: install demo evaluate test bench clean server
+.PHONY: install demo evaluate test bench clean server server-stop
 
 # A local Prefect server in the background, and this user's Prefect profile pointed at it:
 # every later `dprelease` call skips Prefect's temporary server (seconds instead of 15-25 s).
-# `--background` returns before the server answers (it takes 10-25 s here): wait for its
-# health check, and say where to look when it never comes up. Stop it with
-# `$(BIN)/prefect server stop`.
+# `dprelease server start` detaches it (own session, log and pid file in PREFECT_HOME), waits
+# for its health check and says so when one already runs; `make server-stop` stops it
+# (dprelease/cli/server.py).
 server: $(STAMP)
-	$(BIN)/prefect server start --background
-	$(BIN)/prefect config set PREFECT_API_URL=http://127.0.0.1:4200/api
-	$(BIN)/python -c "$$SERVER_WAIT"
+	$(BIN)/dprelease server start
 
-define SERVER_WAIT
-import sys, time, urllib.request
-for _ in range(120):
-    try:
-        urllib.request.urlopen("http://127.0.0.1:4200/api/health", timeout=2)
-        sys.exit(print("the Prefect server answers at http://127.0.0.1:4200 (UI and API)"))
-    except OSError:
-        time.sleep(1)
-sys.exit("the Prefect server did not answer within 2 minutes: run `prefect server start` in a terminal to see why")
-endef
-export SERVER_WAIT
+server-stop: $(STAMP)
+	$(BIN)/dprelease server stop
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

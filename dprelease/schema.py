@@ -217,15 +217,18 @@ def _describe(error: ValidationError) -> str:
     lines = []
     for problem in error.errors():
         location = ".".join(str(part) for part in problem["loc"] if part not in _UNION_TAGS)
-        message = _COLUMN_TYPE_MESSAGES.get(problem["type"], problem["msg"])
+        if problem["type"] == "union_tag_invalid":  # the schema is public: name its value
+            message = f"type {problem['ctx']['tag']!r} is not one of: {_COLUMN_TYPES}"
+        else:
+            message = _COLUMN_TYPE_MESSAGES.get(problem["type"], problem["msg"])
         lines.append(f"  {location or '(top level)'}: {message}")
     return "\n".join(lines)
 
 
 _UNION_TAGS = {"continuous", "integer", "categorical"}
-# pydantic's words for a column without a usable `type` ("Unable to extract tag using
+_COLUMN_TYPES = "continuous, integer, categorical"
+# pydantic's words for a column without a `type` ("Unable to extract tag using
 # discriminator 'type'"), in the schema's own terms.
 _COLUMN_TYPE_MESSAGES = {
     "union_tag_not_found": "needs a type: continuous, integer or categorical",
-    "union_tag_invalid": "type must be continuous, integer or categorical",
 }

@@ -14,8 +14,11 @@ from typer.testing import CliRunner
 from dprelease.cli.app import app
 from dprelease.encoding import Encoder
 from dprelease.generators import make_generator
-from dprelease.privacy.accounting import Cap
+from dprelease.privacy.accounting import Cap, PlannedSpend
+from dprelease.privacy.calibration import gaussian_sigma
 from dprelease.privacy.ledger import Ledger
+from dprelease.privacy.ledger_view import ledger_summary_lines
+from dprelease.privacy.mechanisms import Gaussian
 from dprelease.release.report.figures import weights_figure
 from dprelease.schema import load_schema
 
@@ -84,6 +87,53 @@ def test_labels_agree_with_the_enforcing_accountant_after_an_mst_release(mst_led
     assert "pld:" not in shown
 
 
+def _gaussian_releases(url: str, cap: Cap, count: int) -> dict:
+    sigma = gaussian_sigma(1.0, 0.5, 1e-8)
+    release = PlannedSpend("gaussian", 0.5, 1e-8, {}, Gaussian(sigma, 1.0))
+    with Ledger(url) as ledger:
+        for number in range(count):
+            ledger.reserve("census", cap, f"r{number}", [release])
+        return ledger.summary("census")
+
+
+def test_an_rdp_ledger_whose_sum_exceeds_the_cap_says_plainly_it_is_no_overspend(tmp_path):
+    url = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    summary = _gaussian_releases(url, Cap(4.0, 1e-6, "rdp"), 11)
+    spent = summary["by_accountant"]["rdp"]["spent"]["epsilon"]
+    left = summary["by_accountant"]["rdp"]["remaining"]["epsilon"]
+    fits = summary["last_release"]["releases_that_fit"]
+    assert summary["spent"]["epsilon"] == pytest.approx(5.5) and spent < 4 < 5.5
+    assert fits["basic"] == 0 < fits["rdp"]
+    words = summary["plain_summary"]
+    for said in (
+        "The privacy cap of dataset 'census' (epsilon 4, delta 1e-06) is enforced by the Rényi "
+        "filter (rdp accountant)",
+        f"spent the equivalent of epsilon {spent:.3g} of 4 at delta 1e-06",
+        f"so epsilon {left:.3g} remains, room for {fits['rdp']} more releases like the last one",
+        "add up to 5.5 (basic composition), more than the cap's 4: that is expected, not an "
+        "overspend, because the Rényi filter composes the releases' noise more tightly",
+    ):
+        assert said in words
+    lines = ledger_summary_lines(summary)
+    (basic,) = [line for line in lines if line.startswith(" basic:")]
+    assert "remaining" not in basic and "not checked against the cap" in basic
+    assert lines[-1] == f"in plain words: {words}"
+    shown = CliRunner().invoke(app, ["ledger", "show", "census", "--ledger", url]).output
+    assert "in plain words: The privacy cap of dataset 'census'" in " ".join(shown.split())
+    keys = {"dataset", "cap", "accountant", "recorded_accountant", "spent", "by_accountant"}
+    assert keys | {"reported", "last_release", "notes", "entries"} <= set(summary)
+
+
+def test_a_basic_ledger_says_what_is_left_in_plain_words(tmp_path):
+    summary = _gaussian_releases(f"sqlite:///{tmp_path / 'ledger.sqlite'}", Cap(2.0, 1e-6), 3)
+    assert summary["plain_summary"] == (
+        "The privacy cap of dataset 'census' (epsilon 2, delta 1e-06) is enforced by basic "
+        "composition (the epsilons and deltas of its releases add up); it has spent epsilon "
+        "1.5 and delta 3e-08 of it, so epsilon 0.5 and delta 9.7e-07 remain, room for 1 more "
+        "release like the last one (epsilon 0.5, delta 1e-08 each)."
+    )
+
+
 def test_help_lists_only_the_exit_codes_that_apply():
     runner = CliRunner()
     assert "4 PSIS" in runner.invoke(app, ["release", "--help"], terminal_width=200).output
@@ -94,3 +144,26 @@ def test_help_lists_only_the_exit_codes_that_apply():
     ):
         output = runner.invoke(app, command, terminal_width=200).output
         assert "Exit codes" in output and "4 PSIS" not in output, command
+
+
+def test_the_privacy_statement_says_an_rdp_datasets_sum_is_no_overspend():
+    from dprelease.privacy.accounting import Spend
+    from dprelease.release.writer import privacy_statement
+    from dprelease.verify.budget import statement_check
+
+    spends = {
+        "release_spend": Spend(0.5, 1e-8),
+        "dataset_total": Spend(5.5, 1.1e-7),
+        "cap": Spend(4.0, 1e-6),
+        "accountant_total": Spend(1.81, 1e-6),
+    }
+    statement = privacy_statement(
+        spends["release_spend"], spends["dataset_total"], spends["cap"], "rdp",
+        accountant_total=spends["accountant_total"],
+    )  # fmt: skip
+    assert (
+        "dataset total epsilon=5.5, delta=1.1e-07 (basic composition, the entries' sum: under "
+        "rdp it may exceed the cap without any overspend); under rdp composition"
+    ) in statement
+    manifest = {key: {"epsilon": s.epsilon, "delta": s.delta} for key, s in spends.items()}
+    assert statement_check({**manifest, "privacy_statement": statement, "accountant": "rdp"}).passed

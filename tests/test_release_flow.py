@@ -224,7 +224,7 @@ def test_ledger_show_json(prefect_server, census_csv, tmp_path):
     shown = json.loads(result.stdout)
     assert set(shown) == {
         "dataset", "cap", "accountant", "recorded_accountant", "spent", "by_accountant",
-        "reported", "last_release", "notes", "entries",
+        "reported", "last_release", "notes", "plain_summary", "entries",
     }
     assert shown["reported"] == {}  # the PLD figure is reported for rdp datasets only
     assert shown["cap"] == {"epsilon": 3.0, "delta": 1e-5}

@@ -318,6 +318,7 @@ def test_a_long_history_shows_the_most_recent_releases():
         pq.write_table(pa.Table.from_pylist(entries), Path(directory) / "ledger.parquet")
         text = "\n".join(budget_section(Path(directory), manifest))
     assert "| spent under the `pld` accountant | 3.25 | 1e-5 |" in text
+    assert "may exceed the cap (and show nothing remaining) without any overspend" in text
     assert "| remaining under the `pld` accountant | 6.75 | at δ = 1e-5 |" in text
 
 

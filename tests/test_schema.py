@@ -82,6 +82,16 @@ def test_schema_errors_name_the_key(tmp_path, columns, key, message):
     assert message in str(error.value)
 
 
+@pytest.mark.parametrize(("given", "named"), [("money", "'money'"), ("[1, 2]", "'[1, 2]'")])
+def test_an_unknown_column_type_is_named_with_the_allowed_ones(tmp_path, given, named):
+    with pytest.raises(InputError) as error:
+        load_schema(write(tmp_path, BASE + f"  amount: {{type: {given}, min: 0, max: 1}}\n"))
+    assert f"columns.amount: type {named} is not one of: continuous, integer, categorical" in (
+        str(error.value)
+    )
+    assert "discriminator" not in str(error.value) and "tag" not in str(error.value)
+
+
 def test_target_must_be_a_column(tmp_path):
     text = (
         BASE.replace("columns:", "target: nope\ncolumns:")

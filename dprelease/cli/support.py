@@ -46,9 +46,8 @@ from dprelease.release.pipeline import (
     DuplicateReleaseWarning,
     Plan,
     check_budget,
-    duplicate_warning,
 )
-from dprelease.release.synthetic_plan import DEFAULT_N_SYNTHETIC
+from dprelease.release.synthetic_plan import DEFAULT_N_SYNTHETIC, MAX_DEFAULT_N_SYNTHETIC
 from dprelease.release.writer import refuse_inside_release
 
 stdout = Console()
@@ -124,7 +123,9 @@ NSyntheticOption = Annotated[
     int | None,
     typer.Option(
         "--n-synthetic",
-        help=f"Synthetic rows (default: the schema's max_rows, at least {DEFAULT_N_SYNTHETIC})",
+        help=f"Synthetic rows (default: the schema's max_rows, at least {DEFAULT_N_SYNTHETIC:,} "
+        f"and at most {MAX_DEFAULT_N_SYNTHETIC:,}; refused when its estimated memory exceeds "
+        "what the machine has available)",
         show_default=False,
     ),
 ]
@@ -204,8 +205,8 @@ def _stage_display(what: str) -> Iterator[Callable[[str], None]]:
 
 SERVER_HINT = (
     "note: no Prefect server is configured, so this run starts a temporary one (15-25 s). "
-    "Start one once with `make server` (or `prefect server start --background && prefect "
-    "config set PREFECT_API_URL=http://127.0.0.1:4200/api`): later runs then take seconds."
+    "Start one once with `make server` (or `dprelease server start`): later runs then take "
+    "seconds."
 )
 
 
@@ -228,7 +229,7 @@ def check_prefect_server() -> None:
     if error is not None:
         raise fail(
             f"cannot reach the Prefect server at {url} ({type(error).__name__}): start it "
-            "with `make server` (or `prefect server start`), or run `prefect config unset "
+            "with `make server` (or `dprelease server start`), or run `prefect config unset "
             "PREFECT_API_URL` to let each run start a temporary one"
         )
 
@@ -274,16 +275,37 @@ def check_before_run(
 ) -> None:
     """The checks of a release that read no data, in order: `--out` not inside a release
     (exit 2), the cap (exit 3; the input is not even opened), then the input file's header
-    (exit 2). Prints which ledger is used, a warning when the cap's delta exceeds
-    1 / max_rows, and one when the dataset already has a release with the same
-    configuration today (it would spend again)."""
+    (exit 2). Prints which ledger is used and a warning when the cap's delta exceeds
+    1 / max_rows. (A repeat of today's configuration is warned about by the run itself, once
+    the table passed validation and the spend is next: `show_duplicate_warning`.)"""
     refuse_inside_release(out)
     check_budget(ledger_url, plan)
     preflight(input_path, plan.schema, policy)
     stderr.print(ledger_notice(ledger_url, plan.dataset), highlight=False, soft_wrap=True)
-    for warning in (plan.schema.cap_delta_warning, duplicate_warning(ledger_url, plan)):
-        if warning is not None:
-            stderr.print(f"warning: {warning}", highlight=False, soft_wrap=True)
+    warning = plan.schema.cap_delta_warning
+    if warning is not None:
+        stderr.print(f"warning: {warning}", highlight=False, soft_wrap=True)
+
+
+@contextlib.contextmanager
+def show_duplicate_warning() -> Iterator[None]:
+    """Print each `DuplicateReleaseWarning` raised inside as a `warning:` line on stderr (the
+    pipeline raises it right before the reservation, `pipeline.run_guarded`); other warnings
+    are shown as before."""
+    with warnings.catch_warnings():  # restores the filters and `showwarning` afterwards
+        warnings.simplefilter("always", DuplicateReleaseWarning)
+        shown = warnings.showwarning
+
+        def show(
+            message: Warning | str, category: type[Warning], *args: Any, **kwargs: Any
+        ) -> None:
+            if issubclass(category, DuplicateReleaseWarning):
+                stderr.print(f"warning: {message}", highlight=False, soft_wrap=True)
+            else:
+                shown(message, category, *args, **kwargs)
+
+        warnings.showwarning = show
+        yield
 
 
 def publish_command(
@@ -300,13 +322,13 @@ def publish_command(
     summary: Callable[[dict], str],
 ) -> None:
     """What every release command does after planning: the checks that read no data, then
-    the flow in this process; then `summary(manifest)` and the release's verdict
-    (`verdict_line`, where the manifest has one) on stderr, the release directory on stdout,
-    and exit `NOT_USABLE_EXIT` when the verdict is "not usable"."""
+    the flow in this process; then `summary(manifest)`, the dataset's budget in plain words
+    (`ledger_view.plain_summary`) and the release's verdict (`verdict_line`, where the
+    manifest has one) on stderr, the release directory on stdout, and exit
+    `NOT_USABLE_EXIT` when the verdict is "not usable"."""
     with expected_errors(verbose):
         check_before_run(ledger_url, plan, input_path, config, out)
-    with warnings.catch_warnings():  # printed above, before the flow
-        warnings.simplefilter("ignore", DuplicateReleaseWarning)
+    with show_duplicate_warning():
         release_dir = run_flow(
             flow_path,
             verbose=verbose,
@@ -319,6 +341,9 @@ def publish_command(
         )
     manifest = json.loads((Path(release_dir) / MANIFEST_FILE).read_text())
     stderr.print(f"published: {summary(manifest)}", highlight=False, soft_wrap=True)
+    with Ledger(ledger_url) as ledger:
+        budget = ledger.summary(plan.dataset)["plain_summary"]
+    stderr.print(f"budget: {budget}", highlight=False, soft_wrap=True)
     judged = manifest.get("verdict")  # a synthetic release's; the posterior kinds have none
     if judged is not None:
         stderr.print(verdict_line(judged), highlight=False, soft_wrap=True)

@@ -13,8 +13,10 @@ A kind (`release.synthetic`, `release.truncation`, `release.abcdp`) implements `
 section 7), and nothing else reserves or commits spends:
 
     plan -> check the cap (exit 3, the data unread) -> load and validate (exit 2, nothing
-    spent) -> reserve every planned spend atomically -> run -> commit the actual spends ->
-    bundle (the dataset's ledger record up to this release) -> write atomically.
+    spent) -> warn when this configuration was released today (`DuplicateReleaseWarning`:
+    the run is about to spend again) -> reserve every planned spend atomically -> run ->
+    commit the actual spends -> bundle (the dataset's ledger record up to this release) ->
+    write atomically.
 
 From the reservation on, a failure keeps the spend (`errors.spend_kept`): the run may have
 touched the data, and a retry is a new spend. The release id, whose UTC time is the manifest's
@@ -252,6 +254,10 @@ def ledger_record(
     return LedgerRecord(release_id, entry_ids, entries, cap)
 
 
+class DuplicateReleaseWarning(UserWarning):
+    """A release with the same configuration as one made today (it spends again)."""
+
+
 def run_guarded(
     pipeline: Pipeline[Any, PlanT, Any, OutcomeT],
     plan: PlanT,
@@ -262,11 +268,17 @@ def run_guarded(
     step: Step = direct,
 ) -> tuple[OutcomeT, LedgerRecord]:
     """Check the cap, load, reserve, run and commit (module docstring); the outcome and the
-    ledger record. `noise`: the mechanisms' noise source (default: OS entropy, or OpenDP
-    when the plan asks for secure noise); tests pass a seeded one."""
+    ledger record. Right before the reservation, once nothing can refuse the run any more,
+    warns (`DuplicateReleaseWarning`, from `duplicate_warning`: ledger metadata only) when
+    the dataset has a release with the same configuration today. `noise`: the mechanisms'
+    noise source (default: OS entropy, or OpenDP when the plan asks for secure noise); tests
+    pass a seeded one."""
     release_id = new_release_id()  # before the data is read
     step("check-budget", check_budget, ledger_url, plan)
     data = step("load-real-table", pipeline.load, plan, source)
+    warning = duplicate_warning(ledger_url, plan)
+    if warning is not None:  # stacklevel: the caller of `publish`
+        warnings.warn(warning, DuplicateReleaseWarning, stacklevel=3)
     entry_ids = step("reserve-budget", reserve, ledger_url, plan, release_id)
     with spend_kept():
         noise = noise or NoiseSource(secure=plan.secure_noise)
@@ -278,10 +290,6 @@ def run_guarded(
             "ledger-record", ledger_record, ledger_url, plan.dataset, release_id, entry_ids
         )
     return outcome, record
-
-
-class DuplicateReleaseWarning(UserWarning):
-    """A release with the same configuration as one made today (it spends again)."""
 
 
 def publish_release(
@@ -296,17 +304,14 @@ def publish_release(
     step: Step = direct,
 ) -> Path:
     """Plan, run in the guarded order and write one release; return its directory. Refuses
-    an `out_dir` inside an existing release (before anything is read or spent) and warns
-    (`DuplicateReleaseWarning`, before the spend) when the dataset already has a release
-    with the same configuration today."""
+    an `out_dir` inside an existing release (before anything is read or spent); a run that
+    reaches the reservation warns (`DuplicateReleaseWarning`, `run_guarded`) when the
+    dataset already has a release with the same configuration today."""
     ledger_url = resolve_ledger_url(ledger_url)
     refuse_inside_release(out_dir)
     if not isinstance(schema, Schema):
         schema = load_schema(schema)
     plan = step("plan", pipeline.plan, schema, config)
-    warning = duplicate_warning(ledger_url, plan)
-    if warning is not None:
-        warnings.warn(warning, DuplicateReleaseWarning, stacklevel=2)
     outcome, record = run_guarded(
         pipeline, plan, source, ledger_url=ledger_url, noise=noise, step=step
     )

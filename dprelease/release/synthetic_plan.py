@@ -18,7 +18,12 @@ values actually used):
   model's coarse tables still miss on the target). Both work with delta 0 (Laplace noise),
   so no input and no cap is refused for the defaults' sake.
 - synthetic rows: the schema's `max_rows`, but at least `DEFAULT_N_SYNTHETIC` (weights need
-  many more synthetic rows than real ones to help; the number is public and free).
+  many more synthetic rows than real ones to help; the number is public and free) and at most
+  `MAX_DEFAULT_N_SYNTHETIC` (1,000,000: about 1.1 GB for the census-like schema's 8 columns,
+  `release.memory`; a bound of 1e9 rows would otherwise plan a 112 GB encoded matrix). A
+  larger `--n-synthetic` is taken as given. Every plan's estimated peak memory is checked
+  against the machine's available memory (`release.memory.check_fits`, InputError) before
+  the cap is checked and before any data is read.
 
 Budget split: a private weight method gets the fraction F of the release's budget and the
 generator the rest; `none` and `discriminator` weights leave the whole budget to the
@@ -63,11 +68,13 @@ from dprelease.generators.base import CountsGenerator
 from dprelease.privacy.accounting import PlannedSpend, Spend, compose, default_delta
 from dprelease.privacy.mechanisms import DESCRIPTION_KEY
 from dprelease.privacy.zcdp import composed_in_zcdp, zcdp_epsilon, zcdp_rho
+from dprelease.release.memory import check_fits
 from dprelease.release.pipeline import KindPlan
 from dprelease.schema import Schema
 from dprelease.weights.logistic_stream import STREAMING_WEIGHTS
 
 DEFAULT_N_SYNTHETIC = 20_000
+MAX_DEFAULT_N_SYNTHETIC = 1_000_000  # the default's cap (module docstring)
 DEFAULT_GENERATOR = "pgm"
 DEFAULT_WEIGHTS = "calibration"
 DEFAULT_WEIGHTS_FRACTION = 0.2  # of epsilon and delta
@@ -241,6 +248,7 @@ def plan_release(
             config.epsilon - weights_budget.epsilon, config.delta - weights_budget.delta
         )
     encoder = Encoder(schema)
+    check_fits(config.n_synthetic, encoder.width, len(schema.columns))
     generator = make_generator(
         config.generator,
         encoder,
@@ -322,8 +330,9 @@ def _plan_weights(config: SyntheticConfig, budget: Spend, width: int, options: d
 
 
 def default_n_synthetic(schema: Schema) -> int:
-    """The schema's public `max_rows`, but at least `DEFAULT_N_SYNTHETIC`."""
-    return max(schema.max_rows or 0, DEFAULT_N_SYNTHETIC)
+    """The schema's public `max_rows`, but at least `DEFAULT_N_SYNTHETIC` and at most
+    `MAX_DEFAULT_N_SYNTHETIC`."""
+    return min(max(schema.max_rows or 0, DEFAULT_N_SYNTHETIC), MAX_DEFAULT_N_SYNTHETIC)
 
 
 def weights_options(

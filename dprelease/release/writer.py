@@ -170,7 +170,8 @@ def privacy_statement(
     It opens with the guarantee and what it is conditional on: under the `refuse` policy,
     that the release exists (its existence reveals that every row was valid); the kind's
     `conditions` (e.g. a table of at least the schema's min_rows rows). Then this release's
-    spend, the dataset's total under basic composition and, for the rdp accountant, under the
+    spend, the dataset's total under basic composition (for rdp, said to be a sum that may
+    exceed the cap without an overspend) and, for the rdp accountant, under the
     Rényi filter (the accountant that enforces the cap, valid for releases chosen adaptively),
     the cap, the PLD figure when given (valid only for a sequence fixed in advance, never used
     to admit a release), the cap's delta warning, the invalid-row and out-of-bounds policies,
@@ -192,12 +193,18 @@ def privacy_statement(
     )
     caution = f"; warning: {warning}" if warning is not None else ""
     conditional = "".join(f", {condition}" for condition in conditions)
+    summed = (
+        f"basic composition, the entries' sum: under {accountant} it may exceed the cap "
+        "without any overspend"
+        if tight
+        else "basic composition"
+    )
     return (
         f"{EXISTENCE_CLAUSES[invalid_rows]}(epsilon, delta)-DP for the add/remove of one row "
         f"of the real table{conditional}{INVALID_ROWS_CLAUSES[invalid_rows]}; this release "
         f"spent epsilon={release_spend.epsilon:.6g}, delta={release_spend.delta:.6g}; "
         f"dataset total epsilon={dataset_total.epsilon:.6g}, delta={dataset_total.delta:.6g} "
-        f"(basic composition){tight}, of cap epsilon={cap.epsilon:.6g}, "
+        f"({summed}){tight}, of cap epsilon={cap.epsilon:.6g}, "
         f"delta={cap.delta:.6g} checked with the {accountant} accountant{reported}{caution}; "
         f"{out_of_bounds_clause(out_of_bounds, invalid_rows)}; "
         f"{noise_clause(False) if noise is None else noise}; {TRUST_BOUNDARY}"

@@ -186,6 +186,11 @@ def budget_section(directory: Path, manifest: dict) -> list[str]:
             f"| spent under the `{name}` accountant | {human(tight['epsilon'])} "
             f"| {human(tight['delta'])} |",
             f"| remaining under the `{name}` accountant | {left} | at δ = {human(cap['delta'])} |",
+            "",
+            f"The cap is checked against the `{name}` accountant's figure. The basic rows are the "
+            "entries' sum, a looser bound: under this accountant it may exceed the cap (and show "
+            f"nothing remaining) without any overspend, because `{name}` composes the releases' "
+            "noise more tightly than adding up their ε.",
         ]
     lines += ["", *_past_releases(read_ledger(directory), manifest["release_id"]), ""]
     return lines
