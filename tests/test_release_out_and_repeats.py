@@ -75,7 +75,7 @@ def test_a_repeat_refused_before_its_spend_is_not_warned(tmp_path, refused):
     with warnings.catch_warnings():
         warnings.simplefilter("error", DuplicateReleaseWarning)
         with pytest.raises(InputError):
-            publish(
+            publish_release(
                 SYNTHETIC_PIPELINE, TINY_SCHEMA, config, refused, out_dir=tmp_path / "releases",
                 ledger_url=f"sqlite:///{tmp_path / 'ledger.sqlite'}", noise=SeededNoise(0),
             )  # fmt: skip
@@ -99,8 +99,8 @@ def test_the_command_checks_refuse_before_prefect_and_do_not_warn(tmp_path, caps
 
 
 def _in_process_flow(**params):  # noqa: ANN003, ANN202
-    """A stand-in for the release flow: `publish` in this process, without Prefect."""
-    return publish(
+    """A stand-in for the release flow: `publish_release` in this process, without Prefect."""
+    return publish_release(
         SYNTHETIC_PIPELINE, params["schema_path"], params["config"], params["input_path"],
         out_dir=params["out_dir"], ledger_url=params["ledger_url"], noise=SeededNoise(0),
     )  # fmt: skip
