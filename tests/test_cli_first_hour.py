@@ -304,6 +304,7 @@ def test_the_verdict_is_shown_and_a_not_usable_release_exits_5(table, tmp_path, 
     for verdict, code in (("not usable", 5), ("usable with caution", 0)):
         directory = built[verdict]
         monkeypatch.setattr(support, "run_flow", lambda *_, directory=directory, **__: directory)
+        monkeypatch.setattr(support, "budget_line", lambda *_: "budget: (the stand-in's ledger)")
         result = CliRunner().invoke(app, command)
         assert result.exit_code == code, result.output
         assert result.stdout.strip() == str(directory)

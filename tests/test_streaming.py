@@ -23,6 +23,7 @@ from dprelease.io.stream import StreamingInput, load_validated
 from dprelease.schema import load_schema
 
 SCHEMA = load_schema(Path(__file__).parent.parent / "data" / "census.yaml")
+REFUSE = InputPolicy(on_invalid_rows="refuse")
 ENCODER = Encoder(SCHEMA)
 CHUNK = 64  # several chunks per test table
 
@@ -192,8 +193,8 @@ def test_a_line_that_does_not_parse_refuses_the_table_in_one_clean_line(case, tm
     path = write_lines(base(), {137: case}, tmp_path / "broken.csv", b"\n")
     hint = " (--on-invalid-rows drop drops such lines)"
     for read in (
-        lambda: load_validated(path, SCHEMA),
-        lambda: list(StreamingInput(str(path), SCHEMA, chunk_rows=CHUNK).tables()),
+        lambda: load_validated(path, SCHEMA, REFUSE),
+        lambda: list(StreamingInput(str(path), SCHEMA, REFUSE, chunk_rows=CHUNK).tables()),
     ):
         with pytest.raises(InputError) as error:
             read()
@@ -265,7 +266,7 @@ def test_unreadable_inputs_are_refused_cleanly(tmp_path):
         (tmp_path / "absent.csv", "input file not found"),
     ]:
         with pytest.raises(InputError, match=message):
-            list(StreamingInput(str(path), SCHEMA).tables())
+            list(StreamingInput(str(path), SCHEMA, REFUSE).tables())
     mixed = tmp_path / "mixed"
     mixed.mkdir()
     (mixed / "a.csv").write_text("x\n1\n")

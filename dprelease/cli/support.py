@@ -341,15 +341,19 @@ def publish_command(
         )
     manifest = json.loads((Path(release_dir) / MANIFEST_FILE).read_text())
     stderr.print(f"published: {summary(manifest)}", highlight=False, soft_wrap=True)
-    with Ledger(ledger_url) as ledger:
-        budget = ledger.summary(plan.dataset)["plain_summary"]
-    stderr.print(f"budget: {budget}", highlight=False, soft_wrap=True)
+    stderr.print(budget_line(ledger_url, plan.dataset), highlight=False, soft_wrap=True)
     judged = manifest.get("verdict")  # a synthetic release's; the posterior kinds have none
     if judged is not None:
         stderr.print(verdict_line(judged), highlight=False, soft_wrap=True)
     stdout.print(release_dir, highlight=False, soft_wrap=True)
     if judged is not None and judged["verdict"] == NOT_USABLE:
         raise typer.Exit(NOT_USABLE_EXIT)
+
+
+def budget_line(ledger_url: str, dataset: str) -> str:
+    """The dataset's budget in plain words after a release (`ledger_view.plain_summary`)."""
+    with Ledger(ledger_url) as ledger:
+        return f"budget: {ledger.summary(dataset)['plain_summary']}"
 
 
 def verdict_line(judged: dict) -> str:
