@@ -30,7 +30,8 @@ RowEpsilon = support.epsilon_option("Epsilon of each row's release.")
 ReleaseEpsilon = support.epsilon_option("Epsilon of the release.")
 TruncationDelta = support.delta_option(
     "delta_T of the DP row count, without --n-steps (default: T = the schema's min_rows if "
-    "declared, else a DP count with delta_T = the cap's delta x epsilon / the cap's epsilon)."
+    "declared and the column is not nullable, else a DP count with delta_T = the cap's delta x "
+    "epsilon / the cap's epsilon)."
 )
 
 
@@ -38,12 +39,24 @@ TruncationDelta = support.delta_option(
 def adaptive_truncation(
     input_path: support.InputArgument,
     schema: support.SchemaOption,
-    column: Annotated[str, typer.Option("--column", help="A continuous or integer column.")],
+    column: Annotated[
+        str,
+        typer.Option(
+            "--column",
+            help="A continuous or integer column. If nullable, only its rows with a value are "
+            "processed (the posterior of its non-missing values) and T comes from a DP count "
+            "of those rows.",
+        ),
+    ],
     epsilon: RowEpsilon,
     delta: TruncationDelta = None,
     n_steps: Annotated[
         int | None,
-        typer.Option("--n-steps", help="Rows to process T (needs min_rows >= T in the schema)."),
+        typer.Option(
+            "--n-steps",
+            help="Rows to process T (needs min_rows >= T in the schema; not for a nullable "
+            "column, whose rows with a value min_rows does not bound).",
+        ),
     ] = None,
     count_epsilon: Annotated[
         float | None,
@@ -91,7 +104,8 @@ def adaptive_truncation(
 ) -> None:
     """Release the posterior of a column's N(mu, sigma^2) model, each processed row entering
     one Laplace release of its value clamped to an adaptively chosen interval; print its
-    directory."""
+    directory. A nullable column's rows with a missing value are never processed: the
+    posterior is of its non-missing values."""
     from dprelease.release.truncation import parse_prior, plan_truncation_release
     from dprelease.schema import load_schema
 
