@@ -79,6 +79,34 @@ def test_likelihood_is_finite_where_naive_products_overflow() -> None:
     assert integrate.trapezoid(density, y) == pytest.approx(1.0, abs=1e-6)
 
 
+def test_likelihood_is_exact_for_sigma_far_above_the_noise_scale() -> None:
+    """sigma / b up to 1e14 (a heavy-tailed prior on sigma and narrow intervals reach such
+    particles): the density stays below its bound 1/(2b) and equals the numerical integral.
+    One transcript's release had log density 8196 at sigma = 5.4e7, which captured every
+    particle."""
+    lo, hi = 31.9996926067596, 32.00684234993525
+    b = (hi - lo) / 1.0
+    for sigma in (1e3, 1e5, 1e7, 5.4e7, 1e9, 1e11):
+        for mu in (88.5, 32.0, -1e4):
+            for y in (32.03274145639767, 32.003, 31.99, 35.0):
+                value = float(normal_loglik(y, lo, hi, b, mu, sigma))
+                assert value <= -math.log(2 * b) + 1e-12, (sigma, mu, y)
+
+                def inner(x: float, mu: float = mu, sigma: float = sigma, y: float = y) -> float:
+                    return stats.norm.pdf(x, mu, sigma) * math.exp(-abs(y - x) / b) / (2 * b)
+
+                kink = [y] if lo < y < hi else None
+                middle, _ = integrate.quad(inner, lo, hi, points=kink, epsabs=0, epsrel=1e-12)
+                reference = (
+                    stats.norm.cdf((lo - mu) / sigma) * math.exp(-abs(y - lo) / b) / (2 * b)
+                    + stats.norm.sf((hi - mu) / sigma) * math.exp(-abs(y - hi) / b) / (2 * b)
+                    + middle
+                )
+                assert value == pytest.approx(math.log(reference), rel=1e-9, abs=1e-9), (
+                    sigma, mu, y,
+                )  # fmt: skip
+
+
 # Spec section 3.2 table: A -> {epsilon: (F[1,1], F[2,2])}.
 FISHER_TABLE = {
     0.06: {1: (0.1089, 0.0000), 2: (0.2839, 0.0003), 5: (0.5616, 0.0023), 10: (0.6388, 0.0102)},

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -21,11 +22,14 @@ from typer.testing import CliRunner
 from dprelease.cli.app import app
 from dprelease.config import TruncationConfig
 from dprelease.datasets import census_like
-from dprelease.inference.truncation.privacy import BELOW_MIN_ROWS
+from dprelease.errors import InputError
+from dprelease.inference.truncation.privacy import BELOW_MIN_ROWS, plan_truncation
 from dprelease.privacy.ledger import Ledger
 from dprelease.release.files import TRANSCRIPT_FILE
 from dprelease.release.pipeline import publish_release
+from dprelease.release.report.truncation import trajectory_figure, trajectory_series
 from dprelease.release.truncation import TRUNCATION_PIPELINE
+from dprelease.schema import load_schema
 from dprelease.verify.release import verify_release
 from dprelease.verify.truncation import truncation_checks
 
@@ -180,3 +184,100 @@ def test_cli_release_with_a_dp_count_through_prefect(prefect_server, census, tmp
     assert "300" not in refused.output
     with Ledger(ledger_url) as book:
         assert len(book.entries("census-truncation")) == 1
+
+
+def test_a_nullable_column_releases_the_posterior_of_its_values_present(
+    census, tmp_path, seeded_noise
+) -> None:
+    """capital_gain is missing in about 60 % of the rows: the rows with a missing value never
+    reach the mechanism (a missing value would make the noise source raise), T comes from a
+    DP count of the rows with a value, the random order is drawn from the noise source over
+    those rows only, and the release says its posterior is of the non-missing values."""
+    table, schema_path = census
+    present = int(pd.read_csv(table).capital_gain.notna().sum())
+    assert 0 < present < N_REAL
+    sizes: list[int] = []
+
+    class RecordingNoise(seeded_noise):
+        def permutation(self, n: int) -> np.ndarray:
+            sizes.append(n)
+            return super().permutation(n)
+
+    config = TruncationConfig(
+        column="capital_gain", epsilon=1.0, count_epsilon=5.0, max_steps=60, particles=100, seed=2
+    )
+    directory = publish_release(
+        TRUNCATION_PIPELINE, schema_path, config, table, out_dir=tmp_path / "releases",
+        ledger_url=f"sqlite:///{tmp_path / 'ledger.sqlite'}", noise=RecordingNoise(12),
+    )  # fmt: skip
+    assert sizes == [present]
+    assert verify_release(directory).passed
+    manifest = json.loads((directory / "manifest.json").read_text())
+    assert manifest["t_from"] == "dp_count" and manifest["n_steps"] == 60
+    # Laplace scale 1/5: the count is of the rows with a value, not of the table's rows
+    assert abs(manifest["dp_row_count"]["value"] - present) < 5
+    assert "rows with a value" in manifest["dp_row_count"]["note"]
+    statement = manifest["truncation_statement"]
+    assert "rows with a value in capital_gain" in statement
+    assert "the posterior is of the column's non-missing values" in statement
+    assert "non-missing values" in manifest["missing_values"]
+    report = (directory / "report.md").read_text()
+    assert "posterior of the column's non-missing values" in report
+    (entry,) = pq.read_table(directory / "ledger.parquet").to_pylist()
+    params = json.loads(entry["params"])
+    assert params["missing_values"] == manifest["missing_values"]
+    assert params["count"]["counts"] == "rows with a value in the column"
+    transcript = pq.read_table(directory / TRANSCRIPT_FILE).to_pandas()
+    assert len(transcript) == 60 and np.isfinite(transcript.y).all()
+
+
+def test_a_nullable_column_takes_t_from_a_count_of_its_rows_with_a_value(census) -> None:
+    """The schema's min_rows bounds the table's rows, not the rows with a value: it neither
+    fixes T by default nor admits --n-steps for a nullable column; without a delta the plan
+    says what a nullable column needs."""
+    _, schema_path = census
+    schema = load_schema(schema_path)
+    assert schema.min_rows == 2000
+    default = plan_truncation(schema, "capital_gain", 1.0)
+    assert (default.variant, default.n_steps, default.nullable) == ("dp_count", None, True)
+    assert default.delta > 0
+    assert plan_truncation(schema, "age", 1.0).variant == "min_rows"
+    with pytest.raises(InputError, match="'capital_gain' is nullable: --n-steps cannot fix T"):
+        plan_truncation(schema, "capital_gain", 1.0, n_steps=100)
+    with pytest.raises(InputError, match="'capital_gain' is nullable: the number of rows T"):
+        plan_truncation(schema, "capital_gain", 1.0, delta=0.0)
+
+
+def test_the_trajectory_figure_keeps_sigma_in_the_bounds_range_and_the_mean_on_top() -> None:
+    """The first steps under the default prior (E sigma infinite) give sigma posterior means
+    of 1e5 and 95 % quantiles of 1e6 on a column bounded in [16, 100]: the figure draws sigma's
+    median and 5-95 % band clipped to (max - min)/2 = 42, the largest spread a column in the
+    bounds can have, and draws mu's posterior mean above its band and the intervals."""
+    trajectory = pd.DataFrame({
+        "t": [1, 2, 3, 4, 5],
+        "mu_mean": [70.0, 45.0, 40.0, 38.5, 38.0], "mu_sd": [60.0, 20.0, 5.0, 2.0, 1.0],
+        "mu_q05": [-20.0, 10.0, 32.0, 35.0, 36.4], "mu_q50": [68.0, 44.0, 40.0, 38.4, 38.0],
+        "mu_q95": [160.0, 80.0, 48.0, 42.0, 39.6],
+        "sigma_mean": [1e5, 3e3, 80.0, 13.0, 12.0], "sigma_sd": [1e6, 1e4, 500.0, 3.0, 2.0],
+        "sigma_q05": [0.01, 1.0, 5.0, 9.0, 10.0], "sigma_q50": [0.5, 30.0, 60.0, 12.0, 11.5],
+        "sigma_q95": [1e6, 1e4, 300.0, 17.0, 14.0], "ess": [900.0, 800.0, 700.0, 600.0, 500.0],
+    })  # fmt: skip
+    transcript = pd.DataFrame({
+        "t": [1, 2, 3, 4, 5], "l": [16.0, 40.0, 30.0, 36.0, 37.0],
+        "r": [16.1, 41.0, 33.0, 37.0, 38.0],
+    })  # fmt: skip
+    bounds, ceiling = (16.0, 100.0), 42.0
+    series = trajectory_series(trajectory, bounds)
+    for values in (series["sigma"], *series["sigma_band"]):
+        assert ((values > 0) & (values <= ceiling)).all(), values
+    np.testing.assert_array_equal(series["mu"], trajectory.mu_mean)
+    figure = trajectory_figure(transcript, trajectory, bounds)
+    top, bottom = figure.axes
+    for line in bottom.lines:
+        assert (np.asarray(line.get_ydata(), dtype=float) <= ceiling).all(), line.get_label()
+    for band in bottom.collections:
+        for path in band.get_paths():
+            assert (path.vertices[:, 1] <= ceiling).all()
+    (mean,) = [line for line in top.lines if line.get_label() == "posterior mean"]
+    others = [*top.collections, *(line for line in top.lines if line is not mean)]
+    assert others and all(mean.get_zorder() > artist.get_zorder() for artist in others)

@@ -30,7 +30,8 @@ RowEpsilon = support.epsilon_option("Epsilon of each row's release.")
 ReleaseEpsilon = support.epsilon_option("Epsilon of the release.")
 TruncationDelta = support.delta_option(
     "delta_T of the DP row count, without --n-steps (default: T = the schema's min_rows if "
-    "declared, else a DP count with delta_T = the cap's delta x epsilon / the cap's epsilon)."
+    "declared and the column is not nullable, else a DP count with delta_T = the cap's delta x "
+    "epsilon / the cap's epsilon)."
 )
 
 
@@ -38,12 +39,24 @@ TruncationDelta = support.delta_option(
 def adaptive_truncation(
     input_path: support.InputArgument,
     schema: support.SchemaOption,
-    column: Annotated[str, typer.Option("--column", help="A continuous or integer column.")],
+    column: Annotated[
+        str,
+        typer.Option(
+            "--column",
+            help="A continuous or integer column. If nullable, only its rows with a value are "
+            "processed (the posterior of its non-missing values) and T comes from a DP count "
+            "of those rows.",
+        ),
+    ],
     epsilon: RowEpsilon,
     delta: TruncationDelta = None,
     n_steps: Annotated[
         int | None,
-        typer.Option("--n-steps", help="Rows to process T (needs min_rows >= T in the schema)."),
+        typer.Option(
+            "--n-steps",
+            help="Rows to process T (needs min_rows >= T in the schema; not for a nullable "
+            "column, whose rows with a value min_rows does not bound).",
+        ),
     ] = None,
     count_epsilon: Annotated[
         float | None,
@@ -91,7 +104,8 @@ def adaptive_truncation(
 ) -> None:
     """Release the posterior of a column's N(mu, sigma^2) model, each processed row entering
     one Laplace release of its value clamped to an adaptively chosen interval; print its
-    directory."""
+    directory. A nullable column's rows with a missing value are never processed: the
+    posterior is of its non-missing values."""
     from dprelease.release.truncation import parse_prior, plan_truncation_release
     from dprelease.schema import load_schema
 
@@ -192,7 +206,16 @@ def abcdp(
     ],
     epsilon: ReleaseEpsilon,
     n_samples: Annotated[int, typer.Option("--n-samples", help="Posterior samples c.")],
-    threshold: Annotated[float, typer.Option("--threshold", help="ABC threshold (MMD scale).")],
+    threshold: Annotated[
+        float,
+        typer.Option(
+            "--threshold",
+            help="ABC threshold on the MMD scale. `dprelease infer abcdp-plan --model ... "
+            "--schema ... --n-hat-guess N` suggests one from public simulations only: the "
+            "2c/T quantile of the MMD between simulations at independent prior draws, not "
+            "below the 95 % quantile of the MMD between two simulations at the same draw.",
+        ),
+    ],
     resample: Annotated[
         bool, typer.Option("--resample", help="Fresh threshold noise after each acceptance.")
     ] = False,
@@ -285,20 +308,41 @@ def abcdp_plan(
         float, typer.Option("--n-hat-guess", help="A guessed (public) row count.")
     ],
     threshold: Annotated[
-        float, typer.Option("--threshold", help="ABC threshold (MMD scale).")
-    ] = 0.1,
+        float | None,
+        typer.Option("--threshold", help="ABC threshold (MMD scale) to evaluate, with --model."),
+    ] = None,
     resample: Annotated[bool, typer.Option("--resample")] = False,
     count_fraction: Annotated[float, typer.Option("--count-fraction")] = 0.05,
     model: Annotated[
-        str | None, typer.Option("--model", help="Also dry-run this model (needs --schema).")
+        str | None,
+        typer.Option(
+            "--model", help="Also dry-run this model and suggest a threshold (needs --schema)."
+        ),
     ] = None,
     schema: Annotated[Path | None, typer.Option("--schema", help="Public schema (YAML).")] = None,
+    n_draws: Annotated[int, typer.Option("--n-draws", help="Prior draws T to test.")] = 10_000,
+    n_sim: Annotated[
+        int | None,
+        typer.Option("--n-sim", help="Simulated rows per draw m (default min(guess, 10000))."),
+    ] = None,
+    kernel: Annotated[str, typer.Option("--kernel")] = "gaussian_rff",
+    n_features: Annotated[int, typer.Option("--n-features")] = 500,
     bandwidth: Annotated[str, typer.Option("--bandwidth")] = "median-prior",
     seed: Annotated[int | None, typer.Option("--seed")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """Print the SVT noise scale and the flip-probability curve at a guessed row count
-    (public: reads no data, spends nothing)."""
+    """Print the SVT noise scale and the flip-probability curve at a guessed row count; with
+    --model and --schema, a suggested --threshold from simulations of the model (public:
+    reads no data, spends nothing).
+
+    The threshold plan (dprelease/inference/abcdp/threshold.py) lets simulations stand in for
+    the table: for K prior draws, one set of n = the guess rows and one of m rows each. The
+    MMD between the two sets of the same draw is the Monte Carlo floor (a smaller threshold
+    rejects even the right parameter); between sets of independent draws it is the
+    separation (its q-quantile lets a fraction q of the prior draws pass). Suggested: the
+    separation's 2c/T quantile, not below the floor's 95 % quantile. Pass the release's
+    --seed, --n-draws, --n-sim, --kernel, --n-features and --bandwidth so that the plan uses
+    its kernel."""
     import json
 
     from dprelease.inference.abcdp.mechanism import noise_plan
@@ -307,12 +351,15 @@ def abcdp_plan(
         if not n_hat_guess > 0:
             raise InputError("--n-hat-guess must be positive")
         config = parse_config(
-            ABCDPConfig, model=model or "", n_samples=n_samples, threshold=threshold,
+            ABCDPConfig, model=model or "", n_samples=n_samples,
+            threshold=1.0 if threshold is None else threshold,  # the noise plan ignores it
             epsilon=epsilon, count_fraction=count_fraction, resample=resample,
-            n_draws=max(n_samples, 10_000), bandwidth=_bandwidth(bandwidth), seed=seed,
+            n_draws=n_draws, n_sim=n_sim, kernel=kernel, n_features=n_features,
+            bandwidth=_bandwidth(bandwidth), seed=seed,
         )  # fmt: skip
         summary = noise_plan(config, n_hat_guess)
         if model is not None:
+            from dprelease.inference.abcdp.threshold import suggest_threshold
             from dprelease.release.abcdp import plan_abcdp_release
             from dprelease.schema import load_schema
 
@@ -325,6 +372,7 @@ def abcdp_plan(
                 "simulator": release.plan.simulator.mode.to_dict(),
             }
             summary["bandwidth"] = release.plan.bandwidth
+            summary["threshold"] = suggest_threshold(release.plan, n_hat_guess, threshold)
     if as_json:
         support.stdout.print_json(json.dumps(summary))
         return
@@ -347,4 +395,55 @@ def abcdp_plan(
             f"bandwidth {summary['bandwidth']:.4g}, simulated "
             f"{summary['model']['simulator']['mode']} ({summary['model']['simulator']['rule']})"
         )
+        lines += threshold_lines(summary["threshold"], n_samples, n_draws)
+    else:
+        lines.append("pass --model and --schema for a suggested --threshold")
     support.stdout.print("\n".join(lines), highlight=False, markup=False, soft_wrap=True)
+
+
+def threshold_lines(plan: dict, c: int, n_draws: int) -> list[str]:
+    """The threshold plan in words (`inference.abcdp.threshold.suggest_threshold`'s dict)."""
+    floor = plan["floor"]
+    quantiles = ", ".join(
+        f"{100 * row['level']:.3g} % {row['value']:.3g}" for row in plan["separation"]
+    )
+    lines = [
+        f"threshold plan from {plan['plan_draws']} prior draws, each simulated as data "
+        f"({plan['n_data_rows']} rows) and as a simulation (m = {plan['n_sim']} rows); no "
+        "real data:",
+        f"  MMD of two simulations at the same draw (Monte Carlo floor): median "
+        f"{floor['median']:.3g}, 95 % {floor['q95']:.3g}",
+        f"  MMD of simulations at independent draws (separation), quantiles: {quantiles}",
+        f"  suggested --threshold {plan['suggested']:.3g} ("
+        + (
+            f"the separation's {100 * plan['level']:.3g} % = 2c/T quantile: about {2 * c} of "
+            f"T = {n_draws} draws pass for data like a simulation"
+            if plan["rule"] == "separation"
+            else "the floor's 95 % quantile, above the separation's 2c/T quantile: the "
+            "simulations' own noise limits the threshold; it falls with more rows n and m"
+        )
+        + ")",
+    ]
+    for key in ("at_suggested", "at_threshold"):
+        if key in plan:
+            row = plan[key]
+            lines.append(
+                f"  at {row['threshold']:.3g}: expected passes among T "
+                f"{row['expected_exact_passes']:.3g} without privacy, "
+                f"{row['expected_dp_passes']:.3g} with the SVT noise at the guess, "
+                f"{100 * row['dp_share_exact']:.0f} % of these within the threshold (as many "
+                f"as exact ABC passes at {row['effective_threshold']:.3g})"
+            )
+    if not plan["separable"]:
+        lines.append(
+            "  warning: the suggestion is not below the separation's median: the threshold "
+            "cannot tell prior draws apart and the posterior will be close to the prior (more "
+            "rows m, or another bandwidth)"
+        )
+    if plan["at_suggested"]["dp_share_exact"] < 0.5:
+        lines.append(
+            f"  warning: most draws accepted at the suggestion would lie beyond it, let "
+            f"through by the SVT noise (2b = {2 * plan['noise_scale']:.3g} at the guess): more "
+            "epsilon or fewer samples c"
+        )
+    return lines

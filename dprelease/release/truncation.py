@@ -4,7 +4,8 @@ posterior of one column's normal model from one Laplace release per processed ro
 `TRUNCATION_PIPELINE` (`release.pipeline.Pipeline`):
 - `plan`: everything public (column type, how T is fixed, the engine, the prior, the
   Fisher-information design (a*, b*)) and the spends;
-- `load`: the validated column, clipped to its bounds; a table below the schema's
+- `load`: the validated column, clipped to its bounds (of a nullable column, the values
+  present: the posterior is of its non-missing values); a table below the schema's
   `min_rows` is refused here, before any spend;
 - `run`: [DP row count ->] T, a uniformly random subset of T rows in random order, one
   Laplace release per row, posterior updates (`inference.truncation`);
@@ -33,6 +34,7 @@ from dprelease.inference.truncation.online import (
 )
 from dprelease.inference.truncation.privacy import (
     BELOW_MIN_ROWS,
+    MISSING_VALUES,
     TruncationPlan,
     guarantee_conditions,
     plan_truncation,
@@ -114,11 +116,6 @@ def plan_truncation_release(schema: Schema, config: TruncationConfig) -> Truncat
         count_epsilon=config.count_epsilon, max_steps=config.max_steps,
         min_steps=config.min_steps,
     )  # fmt: skip
-    if schema.columns[config.column].nullable:
-        raise InputError(
-            f"column {config.column!r} is nullable; adaptive truncation needs a value in every "
-            "row (use a column the schema marks not nullable)"
-        )
     try:
         check_engine(config.family, config.engine)
         design = design_truncation(config.family, float(config.epsilon), config.score)
@@ -145,12 +142,16 @@ class TruncationOutcome:
 
 
 def load_column(plan: TruncationReleasePlan, source: Source) -> np.ndarray:
-    """The column's validated values, clipped to its bounds. Variant "min_rows": a table below
-    the schema's min_rows is refused BEFORE the reservation (spec 4.3); the message carries no
+    """The column's validated values, clipped to its bounds; of a nullable column only the
+    values present (the rows with a missing value never reach the mechanism, and the DP
+    count that fixes T counts the rows returned here). Variant "min_rows": a table below the
+    schema's min_rows is refused BEFORE the reservation (spec 4.3); the message carries no
     count."""
     table = load_validated(source, plan.schema, plan.config)
     values = table[plan.config.column].to_numpy(dtype=float)
     privacy = plan.privacy
+    if privacy.nullable:
+        values = values[~np.isnan(values)]
     below = privacy.n_steps is not None and len(values) < privacy.n_steps
     if privacy.variant == "min_rows" and below:
         raise InputError(BELOW_MIN_ROWS)
@@ -197,11 +198,14 @@ def truncation_bundle(
         "truncation_statement": privacy_statement(plan.privacy, outcome.n_steps),
         "on_invalid_rows": plan.config.on_invalid_rows,
     }
+    if plan.privacy.nullable:
+        manifest_extra["missing_values"] = MISSING_VALUES
     if outcome.dp_row_count is not None:
+        counted = "rows with a value in the column" if plan.privacy.nullable else "rows"
         manifest_extra["dp_row_count"] = {
             "value": outcome.dp_row_count,
-            "note": "Laplace count of the rows (a DP output, scale 1/count_epsilon), not the "
-            "real row count",
+            "note": f"Laplace count of the {counted} (a DP output, scale 1/count_epsilon), not "
+            "the real row count",
         }
     return plan.release_bundle(
         TRUNCATION,

@@ -16,7 +16,7 @@ are checked against the manifest, the public schema and the release's own ledger
   1e-9): each row entered a Laplace release calibrated to its interval's width, the
   mechanism's privacy condition (the author's code used a scale sqrt(2) smaller).
 - `posterior-draws`: columns mu and sigma, finite, sigma > 0, at least one draw.
-- `trajectory`: T rows, t = 1..T, 5 % <= 95 % quantiles.
+- `trajectory`: T rows, t = 1..T, 5 % <= 50 % <= 95 % quantiles.
 - `design`: `design.json` equals the manifest's design and its epsilon is the release's.
 (`no-row-count`, that no manifest field is named like a real row count, is a common check of
 `dprelease.verify.release` for every kind.)
@@ -133,8 +133,9 @@ def _trajectory(table: dict, n_steps: int) -> Check:
     if not np.array_equal(t, np.arange(1, n_steps + 1)):
         return Check("trajectory", False, f"t is not 1..{n_steps}")
     for name in ("mu", "sigma"):
-        if (np.asarray(table[f"{name}_q05"]) > np.asarray(table[f"{name}_q95"])).any():
-            return Check("trajectory", False, f"{name}: 5 % quantile above the 95 % quantile")
+        q05, q50, q95 = (np.asarray(table[f"{name}_q{q}"]) for q in ("05", "50", "95"))
+        if ((q05 > q50) | (q50 > q95)).any():
+            return Check("trajectory", False, f"{name}: quantiles 5 % <= 50 % <= 95 % violated")
     return Check("trajectory", True, f"{n_steps} steps")
 
 

@@ -32,6 +32,16 @@ and the failure event, whose probability bound does not depend on N_D.
 
 Each processed row enters ONE Laplace release; epsilon is neither divided nor multiplied by T
 (parallel composition). A second run over the same table is a new spend.
+
+A nullable column: the rows processed are those with a value, so the posterior is of the
+column's non-missing values, and the rows with a missing value are never processed. T always
+comes from a DP count of the rows with a value ("dp_count"): the schema's `min_rows` bounds
+the table's rows, not those with a value (any number of them may be missing), so it cannot
+fix T; a pure-epsilon T would need a public lower bound on the rows with a value, which the
+schema does not declare. The proof above holds on the subset D_v of rows with a value:
+keeping a row depends on that row alone, so adding a row x* to D adds x* to D_v when it has a
+value and leaves D_v, hence every output, unchanged otherwise; the count of D_v has
+add/remove sensitivity 1.
 """
 
 from __future__ import annotations
@@ -50,6 +60,10 @@ from dprelease.release.files import COUNT_MECHANISM, TRUNCATION_MECHANISM
 from dprelease.schema import CategoricalColumn, Schema
 
 ROW_SELECTION = "uniform subset without replacement, random order"
+MISSING_VALUES = (
+    "left out: the rows processed (and counted for T) are those with a value, so the posterior "
+    "is of the column's non-missing values"
+)
 TOO_FEW_ROWS = "the table has fewer rows than the number of rows to process"
 BELOW_MIN_ROWS = "the table has fewer rows than the schema's min_rows"
 
@@ -67,6 +81,7 @@ class TruncationPlan:
     count_epsilon: float = 0.0
     max_steps: int = 10_000
     min_steps: int = 50
+    nullable: bool = False  # rows with a missing value are left out; T counts the others
 
     def planned_spends(self, design: dict) -> list[PlannedSpend]:
         """The release's ONE ledger entry (docs/adaptive-truncation.md 6.4) with its typed
@@ -90,11 +105,14 @@ class TruncationPlan:
             "t_from": self.variant,
             "transcript_epsilon": self.epsilon,
         }
+        if self.nullable:
+            params["missing_values"] = MISSING_VALUES
         if self.variant != "dp_count":
             return [PlannedSpend(TRUNCATION_MECHANISM, self.epsilon, 0.0, params,
                                  PureEpsilon(self.epsilon))]  # fmt: skip
         params["count"] = {
             "mechanism": COUNT_MECHANISM,
+            "counts": "rows with a value in the column" if self.nullable else "rows",
             "epsilon": self.count_epsilon,
             "sensitivity": 1,
             "noise": "laplace",
@@ -124,20 +142,23 @@ def plan_truncation(
     """Validate the public inputs and fix how T is chosen; raise `InputError` (exit 2).
 
     Defaults when neither `n_steps` nor `delta` is given (public functions of the schema):
-    with a schema `min_rows`, the pure-epsilon variant with T = min(min_rows, max_steps);
-    otherwise T from a DP count with delta_T = `privacy.accounting.default_delta` (the cap's
-    delta in proportion to this release's share of the cap's epsilon). A pure-epsilon cap
-    without `min_rows` has no default and is refused with what to declare.
+    with a schema `min_rows` and a column that is not nullable, the pure-epsilon variant with
+    T = min(min_rows, max_steps); otherwise T from a DP count with delta_T =
+    `privacy.accounting.default_delta` (the cap's delta in proportion to this release's share
+    of the cap's epsilon). A pure-epsilon cap without `min_rows`, or with a nullable column,
+    has no default and is refused with what to declare. A nullable column refuses `n_steps`
+    (module docstring: `min_rows` does not bound its rows with a value).
     """
+    if column not in schema.columns:
+        raise InputError(f"column {column!r} is not in the schema of dataset {schema.dataset!r}")
+    spec = schema.columns[column]
+    nullable = spec.nullable
     if n_steps is None and delta is None:
-        if schema.min_rows is not None:
+        if schema.min_rows is not None and not nullable:
             n_steps = min(schema.min_rows, max_steps)
         else:
             delta = default_delta(schema.budget, epsilon)
     delta = 0.0 if delta is None else delta
-    if column not in schema.columns:
-        raise InputError(f"column {column!r} is not in the schema of dataset {schema.dataset!r}")
-    spec = schema.columns[column]
     if isinstance(spec, CategoricalColumn):
         raise InputError(
             f"column {column!r} is categorical; adaptive truncation needs a continuous or "
@@ -153,6 +174,12 @@ def plan_truncation(
     if n_steps is not None:
         if n_steps < 1:
             raise InputError("--n-steps must be a positive integer")
+        if nullable:
+            raise InputError(
+                f"column {column!r} is nullable: --n-steps cannot fix T for it (the schema's "
+                "min_rows bounds the table's rows, not those with a value); leave it out, and T "
+                "comes from a DP count of the rows with a value (needs --delta > 0)"
+            )
         if schema.min_rows is None:
             raise InputError(
                 "--n-steps needs a public lower bound min_rows in the schema; without it use "
@@ -163,6 +190,12 @@ def plan_truncation(
                 f"--n-steps {n_steps} exceeds the schema's public min_rows {schema.min_rows}"
             )
         return TruncationPlan(column, bounds, float(epsilon), "min_rows", int(n_steps))
+    if delta <= 0 and nullable:
+        raise InputError(
+            f"column {column!r} is nullable: the number of rows T comes from a DP count of the "
+            "rows with a value, which needs --delta > 0 (the schema's budget delta is 0: pass "
+            "--delta within the cap)"
+        )
     if delta <= 0:
         raise InputError(
             "without --n-steps the number of rows T comes from a DP count, which needs "
@@ -174,7 +207,7 @@ def plan_truncation(
         raise InputError("--count-epsilon must be a positive finite number")
     return TruncationPlan(
         column, bounds, float(epsilon), "dp_count", None, float(delta), float(count_epsilon),
-        int(max_steps), int(min_steps),
+        int(max_steps), int(min_steps), nullable,
     )  # fmt: skip
 
 
@@ -240,9 +273,16 @@ def privacy_statement(plan: TruncationPlan, n_steps: int) -> str:
     else:
         guarantee = f"({plan.epsilon + plan.count_epsilon:g}, {plan.delta:g})-DP"
     conditions = "".join(f" {condition}" for condition in guarantee_conditions(plan))
-    return (
+    statement = (
         f"{guarantee} for add/remove of one row{conditions}; each processed row entered one "
         f"Laplace release of its value clamped to an adaptively chosen interval (scale "
         f"(r_t - l_t)/{plan.epsilon:g}); T = {n_steps} rows processed, chosen as a uniformly "
         "random subset in random order"
     )
+    if plan.nullable:
+        statement += (
+            f" of the rows with a value in {plan.column}, T from a DP count of those rows; rows "
+            "with a missing value were not processed: the posterior is of the column's "
+            "non-missing values"
+        )
+    return statement
