@@ -22,7 +22,7 @@ from dprelease.cli.app import app
 from dprelease.config import TruncationConfig
 from dprelease.datasets import census_like
 from dprelease.inference.truncation.privacy import BELOW_MIN_ROWS
-from dprelease.privacy.ledger import Ledger
+from dprelease.privacy.ledger.ledger import Ledger
 from dprelease.release.files import TRANSCRIPT_FILE
 from dprelease.release.pipeline import publish_release
 from dprelease.release.truncation import TRUNCATION_PIPELINE
