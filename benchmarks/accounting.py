@@ -36,9 +36,9 @@ from dprelease.config import ABCDPConfig, SyntheticConfig
 from dprelease.privacy import accountants, rdp_filter
 from dprelease.privacy.accounting import Cap, PlannedSpend, Spend, compose
 from dprelease.privacy.calibration import laplace_scale
-from dprelease.privacy.ledger import Ledger
+from dprelease.privacy.ledger.ledger import Ledger
 from dprelease.privacy.mechanisms import Laplace, PureEpsilon
-from dprelease.release.synthetic_plan import DEFAULT_WEIGHTS, plan_release
+from dprelease.release.synthetic.plan import DEFAULT_WEIGHTS, plan_release
 from dprelease.schema import Budget, load_schema
 
 ROOT = Path(__file__).parent.parent

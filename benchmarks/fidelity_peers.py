@@ -33,7 +33,7 @@ from dprelease.encoding import Encoder
 from dprelease.generators.domain import ColumnCells, cell_index, write_cells
 from dprelease.generators.lattice import Lattice, class_counts
 from dprelease.generators.mbi import counted_estimator, fit_contingency_table
-from dprelease.generators.pgm import PrivateGraphicalModel
+from dprelease.generators.pgm.generator import PrivateGraphicalModel
 from dprelease.privacy.noise import NoiseSource
 from dprelease.privacy.zcdp import zcdp_rho
 

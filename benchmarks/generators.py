@@ -96,8 +96,8 @@ def run_throughput() -> dict[str, float]:
     from opacus import PrivacyEngine
     from torch.utils.data import DataLoader, TensorDataset
 
-    from dprelease.generators.gan import DPGAN
-    from dprelease.generators.tabular_nets import ADAM_BETAS, DPSGDPlan, train_dpsgd
+    from dprelease.generators.gan.dpgan import DPGAN
+    from dprelease.generators.gan.nets import ADAM_BETAS, DPSGDPlan, train_dpsgd
 
     warnings.filterwarnings("ignore", message="Full backward hook is firing")
     torch.set_num_threads(1)

@@ -1,4 +1,4 @@
-"""Benchmark: dprelease.diagnostics.psis against arviz.psislw (ArviZ 0.23).
+"""Benchmark: dprelease.diagnostics.psis.smoothing against arviz.psislw (ArviZ 0.23).
 
 Prints the best-of-3 wall time for 1-D weight vectors of 10^4, 10^6 and 10^7 log weights and
 for 2-D batches (4 vectors of 10^6 each; 1,000 vectors of 1,000 each), the speed-up ratio,

@@ -19,7 +19,7 @@ from dprelease.config import SyntheticConfig
 from dprelease.datasets import census_like
 from dprelease.evaluation.timing import StepTimer
 from dprelease.release.pipeline import publish_release
-from dprelease.release.synthetic import SYNTHETIC_PIPELINE
+from dprelease.release.synthetic.pipeline import SYNTHETIC_PIPELINE
 
 ROOT = Path(__file__).parent.parent
 SCHEMA = ROOT / "data" / "census.yaml"
@@ -57,7 +57,7 @@ def main() -> None:
     os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
     from prefect.testing.utilities import prefect_test_harness
 
-    from flows.release import release_flow
+    from dprelease.orchestration.flows.release import release_flow
 
     start = time.perf_counter()
     with prefect_test_harness(server_startup_timeout=120):

@@ -27,7 +27,7 @@ import time
 from dataclasses import astuple
 from pathlib import Path
 
-from dprelease.release.synthetic_plan import DEFAULT_GENERATOR, DEFAULT_WEIGHTS
+from dprelease.release.synthetic.plan import DEFAULT_GENERATOR, DEFAULT_WEIGHTS
 
 ROOT = Path(__file__).parent.parent
 GENERATE_ROWS = 500_000
@@ -71,8 +71,8 @@ def child(input_path: str, schema_path: str, n_synthetic: int, out_dir: str) -> 
     from dprelease.config import SyntheticConfig
     from dprelease.evaluation.timing import StepTimer
     from dprelease.release.pipeline import publish_release
-    from dprelease.release.synthetic import SYNTHETIC_PIPELINE
-    from dprelease.release.synthetic_plan import plan_release
+    from dprelease.release.synthetic.pipeline import SYNTHETIC_PIPELINE
+    from dprelease.release.synthetic.plan import plan_release
     from dprelease.schema import load_schema
 
     config = SyntheticConfig(

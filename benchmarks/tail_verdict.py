@@ -36,7 +36,7 @@ from dprelease.config import SyntheticConfig
 from dprelease.datasets import breast_cancer, census_like
 from dprelease.diagnostics.column_cells import moved_means, noisy_tails
 from dprelease.release.pipeline import publish_release
-from dprelease.release.synthetic import SYNTHETIC_PIPELINE
+from dprelease.release.synthetic.pipeline import SYNTHETIC_PIPELINE
 from dprelease.schema import CategoricalColumn, Schema, load_schema
 
 HERE = Path(__file__).parent

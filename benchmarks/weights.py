@@ -35,8 +35,8 @@ import numpy as np
 from dprelease.privacy.noise import NoiseSource
 from dprelease.weights import estimate, plan
 from dprelease.weights.base import augment
-from dprelease.weights.logistic_noise import gated_log_weights
-from dprelease.weights.tilting import ess
+from dprelease.weights.calibration.tilting import ess
+from dprelease.weights.logistic.noise import gated_log_weights
 from dprelease.weights.toy import in_triangle, triangle_example, triangle_mass
 
 DELTA = 1e-5
@@ -142,7 +142,7 @@ def target_model(seeds: int, peers: list[str], tables: list[str]) -> None:
 
     from dprelease.encoding import Encoder
     from dprelease.generators import make_generator
-    from dprelease.weights.held_margins import HeldMargins
+    from dprelease.weights.calibration.held_margins import HeldMargins
 
     epsilon, fraction, n_synthetic = 1.0, 0.2, 20_000
     variants = {

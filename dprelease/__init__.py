@@ -33,7 +33,7 @@ if TYPE_CHECKING:
         InputError,
         UnreliableWeightsError,
     )
-    from dprelease.privacy.ledger import Ledger
+    from dprelease.privacy.ledger.ledger import Ledger
     from dprelease.release.api import publish
     from dprelease.schema import Schema, load_schema
     from dprelease.verify.release import VerificationResult, verify_release
@@ -50,7 +50,7 @@ _EXPORTS = {
     "ABCDPConfig": "dprelease.config",
     "Schema": "dprelease.schema",
     "load_schema": "dprelease.schema",
-    "Ledger": "dprelease.privacy.ledger",
+    "Ledger": "dprelease.privacy.ledger.ledger",
     "verify_release": "dprelease.verify.release",
     "VerificationResult": "dprelease.verify.release",
     "Release": "dprelease.analysis",

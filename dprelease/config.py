@@ -95,7 +95,7 @@ class ReleaseSettings(InputPolicy):
 
 class SyntheticConfig(ReleaseSettings):
     """A DP synthetic release (`dprelease release`). None: the documented default
-    (`dprelease.release.synthetic_plan`)."""
+    (`dprelease.release.synthetic.plan`)."""
 
     epsilon: Epsilon
     delta: Delta | None = None

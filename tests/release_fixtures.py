@@ -16,7 +16,7 @@ from conftest import SeededNoise
 from dprelease.config import SyntheticConfig
 from dprelease.datasets import census_like
 from dprelease.release.pipeline import publish_release
-from dprelease.release.synthetic import SYNTHETIC_PIPELINE
+from dprelease.release.synthetic.pipeline import SYNTHETIC_PIPELINE
 from dprelease.schema import Schema
 from dprelease.verify.release import verify_release
 

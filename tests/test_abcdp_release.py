@@ -21,7 +21,7 @@ from dprelease.inference.abcdp.mechanism import (
     run_abcdp,
 )
 from dprelease.inference.abcdp.summary import PRIOR_DRAWS, summarise
-from dprelease.privacy.ledger import Ledger
+from dprelease.privacy.ledger.ledger import Ledger
 from dprelease.privacy.noise import NoiseSource
 from dprelease.release.abcdp import ABCDP_PIPELINE, load_real_rows, plan_abcdp_release
 from dprelease.release.pipeline import publish_release
@@ -269,10 +269,14 @@ def test_the_deployment_runs_on_the_bundled_table(prefect_server, tmp_path):
     """prefect.yaml's ABCDP deployment (breast-cancer table, bundled model), fewer draws."""
     import yaml
 
-    from flows.abcdp import abcdp_flow
+    from dprelease.orchestration.flows.abcdp import abcdp_flow
 
     deployments = yaml.safe_load(Path("prefect.yaml").read_text())["deployments"]
-    (deployment,) = [d for d in deployments if d["entrypoint"] == "flows/abcdp.py:abcdp_flow"]
+    (deployment,) = [
+        d
+        for d in deployments
+        if d["entrypoint"] == "dprelease/orchestration/flows/abcdp.py:abcdp_flow"
+    ]
     parameters = {
         **deployment["parameters"],
         "config": {**deployment["parameters"]["config"], "n_draws": 400},

@@ -15,9 +15,14 @@ from dprelease.encoding import Encoder
 from dprelease.generators import make_generator
 from dprelease.schema import Schema
 from dprelease.weights import estimate
-from dprelease.weights.calibration import CalibrationPlan, FeatureMap, calibrate, release_sums
-from dprelease.weights.held_margins import HELD_TOLERANCE, HeldMargins
-from dprelease.weights.target_moments import TargetMoments
+from dprelease.weights.calibration.held_margins import HELD_TOLERANCE, HeldMargins
+from dprelease.weights.calibration.method import (
+    CalibrationPlan,
+    FeatureMap,
+    calibrate,
+    release_sums,
+)
+from dprelease.weights.calibration.target_moments import TargetMoments
 
 
 def toy_schema(target_type: str) -> Schema:
@@ -261,7 +266,7 @@ def test_the_moment_matrix_is_the_same_built_in_chunks(monkeypatch):
     matrix's (a numeric and a categorical target, one row past a chunk boundary)."""
     from scipy import sparse
 
-    import dprelease.weights.target_moments as target_moments
+    import dprelease.weights.calibration.target_moments as target_moments
 
     rng = np.random.default_rng(1)
     for encoder, rows in ((NUMERIC, _numeric_rows(301, rng)),
@@ -285,7 +290,7 @@ def test_a_tilt_fitted_on_a_subsample_fits_every_row(seeded_noise, monkeypatch):
     dependence of y on x), and the weighted least-squares slope is the real one. (Fitting
     the subsample's error put AER's Fertility, 254k real rows and 1M synthetic, at 37.7 per
     df weighted against 22.3 unweighted.) Seeded test noise."""
-    from dprelease.weights import calibration_fit
+    from dprelease.weights.calibration import fit as calibration_fit
 
     monkeypatch.setattr(calibration_fit, "FIT_ROWS", 5_000)
     rng = np.random.default_rng(2)

@@ -17,7 +17,8 @@ from dprelease.encoding import Encoder
 from dprelease.errors import InputError
 from dprelease.privacy.calibration import gaussian_sigma, laplace_scale
 from dprelease.weights import estimate, plan, tilting
-from dprelease.weights.calibration import (
+from dprelease.weights.calibration.features import log_weight_bound
+from dprelease.weights.calibration.method import (
     DEFAULT_ESS_FLOOR,
     DETAIL_KEYS,
     FeatureMap,
@@ -27,9 +28,8 @@ from dprelease.weights.calibration import (
     raked_targets,
     release_sums,
 )
-from dprelease.weights.calibration_features import log_weight_bound
-from dprelease.weights.target_moments import TargetMoments
-from dprelease.weights.tilting import (
+from dprelease.weights.calibration.target_moments import TargetMoments
+from dprelease.weights.calibration.tilting import (
     PSIS_TEMPER_STEP,
     chi_square,
     discrepancy_lambda,
@@ -118,7 +118,7 @@ def test_noisy_sums_have_the_planned_noise(seeded_noise):
     real, synthetic = _rows(200, 0.9, rng), _rows(200, 0.5, rng)
     features = FeatureMap(ENCODER, 4, None, synthetic)
     p = plan("calibration", 1.0, 1e-5, ENCODER.width, 200, encoder=ENCODER)
-    from dprelease.weights.calibration import CalibrationPlan
+    from dprelease.weights.calibration.method import CalibrationPlan
 
     fixed = CalibrationPlan("gaussian", p["noise_scale"])
     exact = features.matrix(real).sum(axis=0)
@@ -313,7 +313,7 @@ def test_only_the_noisy_sums_read_the_real_rows(seeded_noise, monkeypatch):
         .matrix(real_a)
         .sum(axis=0)[1:],
     ]
-    import dprelease.weights.calibration as calibration
+    import dprelease.weights.calibration.method as calibration
 
     seen = []
 

@@ -21,10 +21,10 @@ from dprelease.config import InputPolicy, SyntheticConfig
 from dprelease.datasets import census_like
 from dprelease.io.stream import load_validated
 from dprelease.privacy.accounting import default_delta
-from dprelease.privacy.ledger import Ledger
-from dprelease.privacy.ledger_location import resolve_ledger_url
+from dprelease.privacy.ledger.ledger import Ledger
+from dprelease.privacy.ledger.location import resolve_ledger_url
 from dprelease.release.report.common import human
-from dprelease.release.synthetic_plan import resolve_defaults
+from dprelease.release.synthetic.plan import resolve_defaults
 from dprelease.schema import Schema, load_schema
 
 ROOT = Path(__file__).parent.parent
@@ -265,7 +265,7 @@ def test_a_delta_above_the_caps_is_refused_and_a_large_cap_delta_warned(table, t
     warning line."""
     from dprelease.cli.support import check_before_run
     from dprelease.errors import BudgetExceededError
-    from dprelease.release.synthetic_plan import plan_release
+    from dprelease.release.synthetic.plan import plan_release
 
     url = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
     config = SyntheticConfig(epsilon=1.0, delta=0.5)

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from release_fixtures import edit_table, failed, publish_table, rehash
 
-import dprelease.generators.pgm as pgm
+import dprelease.generators.pgm.generator as pgm
 from dprelease.config import SyntheticConfig
 from dprelease.encoding import Encoder
 from dprelease.generators import make_generator

@@ -16,8 +16,8 @@ from dprelease.encoding import Encoder
 from dprelease.generators import make_generator
 from dprelease.privacy.accounting import Cap, PlannedSpend
 from dprelease.privacy.calibration import gaussian_sigma
-from dprelease.privacy.ledger import Ledger
-from dprelease.privacy.ledger_view import ledger_summary_lines
+from dprelease.privacy.ledger.ledger import Ledger
+from dprelease.privacy.ledger.view import ledger_summary_lines
 from dprelease.privacy.mechanisms import Gaussian
 from dprelease.release.report.figures import weights_figure
 from dprelease.schema import load_schema

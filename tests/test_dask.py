@@ -32,7 +32,7 @@ def cluster():
     import dask
     from distributed import Client, LocalCluster
 
-    from flows.evaluate import NO_SPILL
+    from dprelease.orchestration.flows.evaluate import NO_SPILL
 
     with (
         dask.config.set(NO_SPILL),
@@ -113,7 +113,7 @@ def test_evaluation_grid_on_dask_matches_threads(prefect_server, cluster, tmp_pa
     from typer.testing import CliRunner
 
     from dprelease.cli.app import app
-    from flows.evaluate import run_evaluation
+    from dprelease.orchestration.flows.evaluate import run_evaluation
 
     common = {"weights": ["beta_debiased"], "epsilons": [2.0], "seeds": 1, "n_synthetic": 1000}
     threads = run_evaluation(
@@ -159,7 +159,7 @@ def manifest_shape(value):  # noqa: ANN001, ANN201
 
 @pytest.mark.prefect
 def test_multi_dataset_release_on_dask_matches_threads(prefect_server, cluster, tmp_path):
-    from flows.multi_release import run_multi_release
+    from dprelease.orchestration.flows.multi_release import run_multi_release
 
     table = tmp_path / "census.csv"
     census_like(800, seed=5).to_csv(table, index=False)
@@ -197,7 +197,7 @@ def test_multi_dataset_release_on_dask_matches_threads(prefect_server, cluster, 
     assert manifests[0]["release_spend"] == manifests[2]["release_spend"]
     synthetic = [pq.read_table(Path(p) / "synthetic.parquet") for p in (on_dask[0], on_threads[0])]
     assert synthetic[0].schema.names == synthetic[1].schema.names and synthetic[0].num_rows == 400
-    from dprelease.privacy.ledger import Ledger
+    from dprelease.privacy.ledger.ledger import Ledger
 
     with Ledger(ledger) as book:  # one reservation per release, each on its own dataset
         assert {e.release_id for e in book.entries("census-a")} == {

@@ -26,9 +26,9 @@ from dprelease.encoding import Encoder, column_dtypes, in_codebook
 from dprelease.errors import InputError
 from dprelease.generators import GENERATORS, make_generator
 from dprelease.generators import tabular_nets as nets
-from dprelease.generators.cgan import DPCGAN
 from dprelease.generators.domain import marginal_tvd
-from dprelease.generators.gan import DPGAN
+from dprelease.generators.gan.cgan import DPCGAN
+from dprelease.generators.gan.dpgan import DPGAN
 from dprelease.privacy import dpsgd as dpsgd_module
 from dprelease.privacy.accounting import compose
 from dprelease.privacy.calibration import dpsgd_epsilon, dpsgd_noise_multiplier
@@ -353,7 +353,7 @@ def test_default_steps_keep_the_per_step_noise_small_on_small_tables():
     """With max_rows 1,000 (q = 0.256) at epsilon 1, T = 2,000 puts noise 0.09 on D's averaged
     gradient and G collapsed (tied discriminator weights); the default T keeps it near 0.04.
     Large tables keep T = 2,000."""
-    from dprelease.generators.gan_steps import (
+    from dprelease.generators.gan.steps import (
         DEFAULT_MAX_STEPS,
         NOISE_PER_STEP_TARGET,
         default_steps,

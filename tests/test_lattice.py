@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import dprelease.generators.pgm as pgm
+import dprelease.generators.pgm.generator as pgm
 from dprelease.encoding import Encoder
 from dprelease.generators import make_generator
 from dprelease.generators.domain import cell_index, marginal_tvd, public_cells, write_cells

@@ -15,10 +15,10 @@ from dprelease.privacy import ledger as ledger_module
 from dprelease.privacy.accountants import compose_history, releases_that_fit
 from dprelease.privacy.accounting import Cap, PlannedSpend, Spend
 from dprelease.privacy.calibration import gaussian_sigma
-from dprelease.privacy.ledger import Ledger
-from dprelease.privacy.ledger_location import resolve_ledger_url
-from dprelease.privacy.ledger_tables import datasets
-from dprelease.privacy.ledger_view import ledger_summary_lines
+from dprelease.privacy.ledger.ledger import Ledger
+from dprelease.privacy.ledger.location import resolve_ledger_url
+from dprelease.privacy.ledger.tables import datasets
+from dprelease.privacy.ledger.view import ledger_summary_lines
 from dprelease.privacy.mechanisms import ZCDP, Gaussian, Laplace, PoissonSubsampledGaussian
 
 POSTGRES_ENV = "DPRELEASE_TEST_POSTGRES_URL"
@@ -346,7 +346,7 @@ def test_the_ledger_totals_artifact_fits_the_prefect_ui(ledger_url, dataset):
     """The Prefect UI shows a table artifact at most 1,400 px wide: four columns, each pair
     of epsilon and delta in one cell, at most 100 characters a row with the headers (about
     1,000 px with the UI's padding); every accountant's spend, remaining and cap shown."""
-    from tasks.artifacts import ledger_totals
+    from dprelease.orchestration.tasks.artifacts import ledger_totals
 
     with Ledger(ledger_url) as ledger:
         for release in ("r1", "r2", "r3"):

@@ -14,7 +14,7 @@ from leak_checks import mentions_count
 from dprelease.config import SyntheticConfig
 from dprelease.datasets import census_like
 from dprelease.privacy.zcdp import zcdp_rho
-from dprelease.release.synthetic_plan import plan_release
+from dprelease.release.synthetic.plan import plan_release
 from dprelease.schema import load_schema
 
 ROOT = Path(__file__).parent.parent
@@ -35,7 +35,7 @@ def test_mst_release_with_calibration_weights(prefect_server, tmp_path):
     schema["max_rows"] = 4000
     schema_path = tmp_path / "schema.yaml"
     schema_path.write_text(yaml.safe_dump(schema, sort_keys=False))
-    from flows.release import release_flow
+    from dprelease.orchestration.flows.release import release_flow
 
     config = SyntheticConfig(
         epsilon=1.0, delta=1e-6, generator="mst", generator_options={"iters": 30},
@@ -56,7 +56,7 @@ def test_mst_release_with_calibration_weights(prefect_server, tmp_path):
     assert generator_spend.params["rho"] == pytest.approx(rho, rel=1e-12)
     ledger = pq.read_table(release_dir / "ledger.parquet").to_pandas()
     # MST's and the weights' Gaussian mechanisms compose in zCDP: one entry at the release's
-    # (epsilon, delta), its rho the sum of theirs (release.synthetic_plan).
+    # (epsilon, delta), its rho the sum of theirs (release.synthetic.plan).
     (entry,) = ledger.itertuples()
     assert entry.mechanism == "zcdp-mst + weights:calibration"
     assert entry.epsilon <= config.epsilon and entry.epsilon == pytest.approx(1.0, rel=1e-6)

@@ -19,7 +19,7 @@ from dprelease.generators.domain import (
     refinement,
     write_cells,
 )
-from dprelease.generators.pgm_model import (
+from dprelease.generators.pgm.model import (
     CoarseSum,
     coarsening,
     maximum_spanning_tree,
@@ -146,7 +146,7 @@ def test_pgm_coarsens_a_numeric_target_only_where_the_noise_needs_it(rows, group
 def test_model_target_groups_keep_missing_apart_and_follow_the_mass():
     """`model_target_groups`: consecutive groups of nearly equal DP mass, at most 8 and as
     many as the noise supports, a nullable target's "missing" group its own."""
-    from dprelease.generators.pgm_cells import model_target_groups
+    from dprelease.generators.pgm.cells import model_target_groups
 
     shares = np.array([0.4, 0.1, 0.1, 0.1, 0.1, 0.05, 0.05, 0.05, 0.05])  # last: missing
     np.testing.assert_array_equal(model_target_groups(1e6, 10.0, shares, nullable=True),
@@ -210,7 +210,7 @@ def test_one_way_smoothing_keeps_the_total_and_follows_the_noise():
     """`smoothed_counts` keeps the total; with negligible noise it leaves the counts as they
     are (SURE picks a = 0); with noise as large as the counts it smooths a smooth histogram
     and gets closer to it (test noise, seeded)."""
-    from dprelease.generators.pgm_one_way import smoothed_counts
+    from dprelease.generators.pgm.one_way import smoothed_counts
 
     true = 1000 * np.exp(-0.5 * ((np.arange(16) - 6) / 3) ** 2)
     assert np.array_equal(smoothed_counts(true, 1e-6), true)

@@ -1,4 +1,4 @@
-"""`pgm`'s within-cell coupling of ordered features to the target (`pgm_latent`): the latent
+"""`pgm`'s within-cell coupling of ordered features to the target (`pgm.latent`): the latent
 correlation estimate, the scored stratified draw, and the slope a coarse model keeps."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pytest
 
 from dprelease.encoding import Encoder
 from dprelease.generators import make_generator
-from dprelease.generators.pgm_latent import latent_correlation, local_correlations
-from dprelease.generators.pgm_model import refine
+from dprelease.generators.pgm.latent import latent_correlation, local_correlations
+from dprelease.generators.pgm.model import refine
 from dprelease.generators.sampling import systematic_uniforms
 from dprelease.schema import Schema
 

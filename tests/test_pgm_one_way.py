@@ -1,4 +1,4 @@
-"""The `pgm` generator's one-way shares (`generators/pgm_one_way.py`): empty tails, stray
+"""The `pgm` generator's one-way shares (`generators/pgm/one_way.py`): empty tails, stray
 runs.
 
 Every noisy histogram here is test noise from a seeded generator, so the assertions are
@@ -12,7 +12,7 @@ import pytest
 
 from dprelease.encoding import Encoder
 from dprelease.generators import make_generator, pgm
-from dprelease.generators.pgm_one_way import (
+from dprelease.generators.pgm.one_way import (
     denoised_shares,
     empty_tails,
     project_to_simplex,

@@ -52,7 +52,7 @@ def test_a_release_is_findable_in_the_ui(prefect_server, tmp_path):
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
 
-    from flows.release import release_flow
+    from dprelease.orchestration.flows.release import release_flow
 
     table = tmp_path / "census.csv"
     census_like(600, seed=2).to_csv(table, index=False)
@@ -88,7 +88,7 @@ def test_a_release_is_findable_in_the_ui(prefect_server, tmp_path):
 
 
 def test_a_failed_run_logs_once_and_stores_nothing(prefect_server, tmp_path):
-    from flows.release import release_flow
+    from dprelease.orchestration.flows.release import release_flow
 
     table = tmp_path / "census.csv"
     frame = census_like(300, seed=2)
@@ -112,7 +112,7 @@ def test_a_failed_run_logs_once_and_stores_nothing(prefect_server, tmp_path):
 
 
 def test_a_headerless_csv_leaves_no_value_in_the_run_state_or_logs(prefect_server, tmp_path):
-    from flows.release import release_flow
+    from dprelease.orchestration.flows.release import release_flow
 
     table = tmp_path / "headerless.csv"
     values = write_headerless_csv(table)

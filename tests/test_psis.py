@@ -1,4 +1,4 @@
-"""Tests for dprelease.diagnostics.psis (PSIS of Vehtari et al. 2024, JMLR 25(72)).
+"""Tests for dprelease.diagnostics.psis.smoothing (PSIS of Vehtari et al. 2024, JMLR 25(72)).
 
 References used here:
 * ``ref_gpdfit`` / ``ref_psis``: loop-based transcriptions of loo's R ``gpdfit`` and
@@ -28,8 +28,8 @@ from scipy.special import logsumexp
 from dprelease.diagnostics import PsisResult, normalised_weights, psis
 
 # the package re-exports the function psis, which shadows the submodule's attribute name
-psis_module = importlib.import_module("dprelease.diagnostics.psis")
-pareto_fit = importlib.import_module("dprelease.diagnostics.pareto_fit")
+psis_module = importlib.import_module("dprelease.diagnostics.psis.smoothing")
+pareto_fit = importlib.import_module("dprelease.diagnostics.psis.pareto_fit")
 
 EPS = sys.float_info.epsilon
 

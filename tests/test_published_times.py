@@ -19,10 +19,10 @@ from release_fixtures import TINY_SCHEMA
 
 from dprelease.config import SyntheticConfig
 from dprelease.privacy.accounting import PlannedSpend
-from dprelease.privacy.ledger import Ledger
+from dprelease.privacy.ledger.ledger import Ledger
 from dprelease.release.files import LEDGER_FILE
 from dprelease.release.pipeline import publish_release
-from dprelease.release.synthetic import SYNTHETIC_PIPELINE, load_real
+from dprelease.release.synthetic.pipeline import SYNTHETIC_PIPELINE, load_real
 
 TABLE = pd.DataFrame({"x": [0.5, 0.2, 0.9], "k": [1, 2, 3], "y": ["a", "b", "a"]})
 

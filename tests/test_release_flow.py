@@ -20,9 +20,9 @@ from typer.testing import CliRunner
 
 from dprelease.cli.app import app
 from dprelease.datasets import census_like
-from dprelease.privacy.ledger import Ledger
-from dprelease.privacy.ledger_location import resolve_ledger_url
-from dprelease.release.synthetic_plan import DEFAULT_N_SYNTHETIC
+from dprelease.privacy.ledger.ledger import Ledger
+from dprelease.privacy.ledger.location import resolve_ledger_url
+from dprelease.release.synthetic.plan import DEFAULT_N_SYNTHETIC
 
 ROOT = Path(__file__).parent.parent
 N_REAL = 4321  # a row count that appears nowhere else in a release
@@ -293,7 +293,7 @@ def test_unreliable_weights_exit_4_keep_the_spend_and_publish_nothing(
 
     monkeypatch.setattr(weight_methods, "estimate", heavy_tailed)
     # The default release streams its real rows (SyntheticPlan.streams): same seam there.
-    import dprelease.release.synthetic as release_tasks
+    import dprelease.release.synthetic.pipeline as release_tasks
 
     real_estimate_streaming = release_tasks.estimate_streaming
 
@@ -352,7 +352,7 @@ def test_privbayes_release_through_the_cli(prefect_server, census_csv, tmp_path)
 def test_dpgan_with_discriminator_weights_spends_only_the_generator(
     prefect_server, census_csv, tmp_path
 ):
-    from flows.release import release_flow
+    from dprelease.orchestration.flows.release import release_flow
 
     out = tmp_path / "releases"
     release_dir = Path(

@@ -13,9 +13,9 @@ from release_fixtures import TINY_SCHEMA
 from dprelease.cli.support import NOT_USABLE_EXIT
 from dprelease.config import SyntheticConfig
 from dprelease.errors import InputError
-from dprelease.privacy.ledger import Ledger
+from dprelease.privacy.ledger.ledger import Ledger
 from dprelease.release.pipeline import DuplicateReleaseWarning, publish_release
-from dprelease.release.synthetic import SYNTHETIC_PIPELINE
+from dprelease.release.synthetic.pipeline import SYNTHETIC_PIPELINE
 
 TABLE = pd.DataFrame({"x": [0.5, 0.2, 0.9], "k": [1, 2, 3], "y": ["a", "b", "a"]})
 
@@ -87,7 +87,7 @@ def test_a_repeat_refused_before_its_spend_is_not_warned(tmp_path, refused):
 
 def test_the_command_checks_refuse_before_prefect_and_do_not_warn(tmp_path, capsys):
     from dprelease.cli.support import check_before_run
-    from dprelease.release.synthetic_plan import plan_release
+    from dprelease.release.synthetic.plan import plan_release
 
     release = _publish(tmp_path, tmp_path / "releases")
     table = tmp_path / "table.csv"
@@ -122,7 +122,7 @@ def command(tmp_path, monkeypatch):  # noqa: ANN001, ANN201
     import yaml
 
     from dprelease.cli import support
-    from dprelease.release.synthetic_plan import plan_release
+    from dprelease.release.synthetic.plan import plan_release
 
     monkeypatch.setitem(
         sys.modules, "in_process_flows", types.SimpleNamespace(flow=_in_process_flow)

@@ -13,7 +13,7 @@ from dprelease.datasets import census_like
 from dprelease.encoding import Encoder
 from dprelease.generators import make_generator
 from dprelease.generators.domain import cell_index
-from dprelease.generators.pgm_model import sample_cells
+from dprelease.generators.pgm.model import sample_cells
 from dprelease.generators.sampling import draw_rows, systematic_uniforms
 from dprelease.schema import load_schema
 

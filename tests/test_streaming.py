@@ -319,7 +319,7 @@ def test_wide_encodings_read_smaller_chunks(tmp_path):
     that size."""
     from dprelease.config import SyntheticConfig
     from dprelease.io.stream import CHUNK_BYTES, CHUNK_ROWS, chunk_rows_for
-    from dprelease.release.synthetic import SYNTHETIC_PIPELINE, load_real
+    from dprelease.release.synthetic.pipeline import SYNTHETIC_PIPELINE, load_real
 
     assert chunk_rows_for(Encoder(SCHEMA).width) == CHUNK_ROWS
     assert 8 * 134 * chunk_rows_for(134) <= CHUNK_BYTES < 8 * 134 * (chunk_rows_for(134) + 1)

@@ -12,8 +12,8 @@ from dprelease.datasets import census_like
 from dprelease.encoding import Encoder
 from dprelease.io.stream import StreamingInput, load_validated
 from dprelease.schema import load_schema
-from dprelease.weights.logistic_solver import fit_coefficients, gradient_bound, objective_gradient
-from dprelease.weights.logistic_stream import (
+from dprelease.weights.logistic.solver import fit_coefficients, gradient_bound, objective_gradient
+from dprelease.weights.logistic.stream import (
     block_sums,
     estimate_streaming,
     fit_coefficients_streaming,

@@ -15,9 +15,9 @@ from dprelease.cli.app import app
 from dprelease.config import SyntheticConfig
 from dprelease.datasets import census_like
 from dprelease.errors import InputError
-from dprelease.privacy.ledger import Ledger
+from dprelease.privacy.ledger.ledger import Ledger
 from dprelease.release import memory
-from dprelease.release.synthetic_plan import MAX_DEFAULT_N_SYNTHETIC, plan_release
+from dprelease.release.synthetic.plan import MAX_DEFAULT_N_SYNTHETIC, plan_release
 from dprelease.schema import Schema, load_schema
 
 CENSUS = Path(__file__).parent.parent / "data" / "census.yaml"

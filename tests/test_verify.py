@@ -396,7 +396,7 @@ def test_verifying_imports_nothing_of_the_publishing_side(release):
         "torch",
         "sklearn",
         "matplotlib",
-        "dprelease.privacy.ledger",
+        "dprelease.privacy.ledger.ledger",
         "dprelease.generators",
         "dprelease.weights",
         "dprelease.release.writer",

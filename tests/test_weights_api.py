@@ -86,7 +86,7 @@ def test_discriminator_weights_are_tempered_until_psis_accepts_them():
     a DP-GAN's at epsilon 1) gives weights the release's PSIS gate accepts (tempered, or flat
     as a last resort), so the release does not stop after its spend."""
     from dprelease.diagnostics import diagnose_weights
-    from dprelease.diagnostics.psis import psis
+    from dprelease.diagnostics.psis.smoothing import psis
 
     rows = np.random.default_rng(0).uniform(size=(2000, 2))
 

@@ -14,12 +14,12 @@ from dprelease.errors import InputError
 from dprelease.privacy.calibration import gaussian_sigma
 from dprelease.weights import estimate, plan
 from dprelease.weights.base import augment
-from dprelease.weights.logistic import (
+from dprelease.weights.logistic.method import (
     coefficient_sensitivity,
     fit_coefficients,
     log_weight_sensitivities,
 )
-from dprelease.weights.logistic_noise import (
+from dprelease.weights.logistic.noise import (
     gated_log_weights,
     log_bias_correction,
     log_mgf,
@@ -313,7 +313,7 @@ def test_gradient_norm_bounds_the_distance_to_the_minimiser(toy):
 
 
 def test_an_early_stopped_fit_is_refined_to_the_certified_tolerance(toy, monkeypatch):
-    from dprelease.weights import logistic_solver
+    from dprelease.weights.logistic import solver as logistic_solver
 
     real, synthetic = toy
     lam, n0 = 0.01, 2000.0
@@ -339,7 +339,7 @@ def test_an_early_stopped_fit_is_refined_to_the_certified_tolerance(toy, monkeyp
 def test_certified_sensitivity_holds_for_early_stopped_neighbouring_fits(monkeypatch):
     """Neighbouring fits, each stopped after one scikit-learn iteration then certified, differ
     by at most the certified Delta_2 (the exact-minimiser bound alone is not what is used)."""
-    from dprelease.weights import logistic_solver
+    from dprelease.weights.logistic import solver as logistic_solver
 
     monkeypatch.setattr(logistic_solver, "SOLVER_MAX_ITER", 1)
     rng = np.random.default_rng(12)
@@ -358,8 +358,8 @@ def test_certified_sensitivity_holds_for_early_stopped_neighbouring_fits(monkeyp
 def test_noise_gate_flattens_pure_noise_and_keeps_signal(seeded_noise):
     """Slopes that are pure DP noise are flattened; a real signal passes; the paper's
     estimator (gate off) is unchanged. Gaussian: T ~ chi^2_d, threshold d + 2 sqrt(2d)."""
-    from dprelease.weights.logistic_noise import coefficient_log_weights, noisy_coefficients
-    from dprelease.weights.noise_gate import noise_gate
+    from dprelease.weights.logistic.gate import noise_gate
+    from dprelease.weights.logistic.noise import coefficient_log_weights, noisy_coefficients
 
     d, scale = 50, 0.3
     x_aug = np.hstack([np.random.default_rng(0).uniform(size=(200, d)), np.ones((200, 1))])

@@ -1,6 +1,6 @@
 """A release whose generator and weights are both Gaussian mechanisms is one zCDP entry: the
 release's rho is split between them, and the ledger charges exactly (epsilon, delta)
-(`release.synthetic_plan`, `privacy.zcdp`)."""
+(`release.synthetic.plan`, `privacy.zcdp`)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from dprelease.privacy.accounting import PlannedSpend
 from dprelease.privacy.calibration import gaussian_sigma
 from dprelease.privacy.mechanisms import ZCDP, Gaussian
 from dprelease.privacy.zcdp import composed_in_zcdp, rho_of, zcdp_epsilon, zcdp_rho
-from dprelease.release.synthetic_plan import DEFAULT_ZCDP_WEIGHTS_FRACTION, plan_release
+from dprelease.release.synthetic.plan import DEFAULT_ZCDP_WEIGHTS_FRACTION, plan_release
 from dprelease.schema import load_schema
-from dprelease.weights.calibration import CalibrationSettings, _gaussian_scale
+from dprelease.weights.calibration.method import CalibrationSettings, _gaussian_scale
 
 SCHEMA = load_schema(Path(__file__).parent.parent / "data" / "census.yaml")
 

@@ -14,7 +14,7 @@ from dprelease.errors import InputError
 from dprelease.evaluation.harness import DEFAULT_WEIGHT_METHODS
 from dprelease.generators import GENERATORS
 from dprelease.io.stream import preflight
-from dprelease.release.synthetic_plan import DEFAULT_GENERATOR
+from dprelease.release.synthetic.plan import DEFAULT_GENERATOR
 
 
 def _csv(text: str, kind: type = str) -> list:
@@ -67,7 +67,7 @@ def evaluate(
             )
         preflight(input_path, public, InputPolicy())
     directory = support.run_flow(
-        "flows.evaluate:run_evaluation",
+        "dprelease.orchestration.flows.evaluate:run_evaluation",
         verbose=verbose,
         what="evaluation",
         dask=dask,

@@ -14,7 +14,7 @@ import typer
 from dprelease.cli import support
 from dprelease.config import MEDIAN_PRIOR, ABCDPConfig, InvalidRows, TruncationConfig, parse_config
 from dprelease.errors import InputError
-from dprelease.privacy.ledger_location import resolve_ledger_url
+from dprelease.privacy.ledger.location import resolve_ledger_url
 
 infer_app = typer.Typer(
     help="DP posterior inference releases: online estimation with adaptive truncation, ABCDP.",
@@ -121,7 +121,7 @@ def adaptive_truncation(
         public = load_schema(schema)
         plan = plan_truncation_release(public, config)
     support.publish_command(
-        "flows.adaptive_truncation:adaptive_truncation_flow",
+        "dprelease.orchestration.flows.adaptive_truncation:adaptive_truncation_flow",
         plan=plan, input_path=input_path, schema=schema, config=config, out=out,
         ledger_url=ledger_url, verbose=verbose,
         what=f"adaptive truncation of {public.dataset}.{column}",
@@ -290,7 +290,7 @@ def abcdp(
         highlight=False, markup=False, soft_wrap=True,
     )  # fmt: skip
     support.publish_command(
-        "flows.abcdp:abcdp_flow",
+        "dprelease.orchestration.flows.abcdp:abcdp_flow",
         plan=plan, input_path=input_path, schema=schema, config=config, out=out,
         ledger_url=ledger_url, verbose=verbose, what=f"ABCDP of {public.dataset}",
         summary=lambda manifest: (

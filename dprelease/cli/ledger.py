@@ -11,9 +11,9 @@ from rich.measure import Measurement
 from rich.table import Table
 
 from dprelease.cli.support import LEDGER_EXIT_CODES_HELP, LedgerOption, expected_errors, stdout
-from dprelease.privacy.ledger import Ledger
-from dprelease.privacy.ledger_location import resolve_ledger_url
-from dprelease.privacy.ledger_view import ledger_summary_lines
+from dprelease.privacy.ledger.ledger import Ledger
+from dprelease.privacy.ledger.location import resolve_ledger_url
+from dprelease.privacy.ledger.view import ledger_summary_lines
 
 ledger_app = typer.Typer(help="Inspect the privacy-budget ledger.", no_args_is_help=True)
 

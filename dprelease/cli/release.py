@@ -15,8 +15,8 @@ import typer
 from dprelease.cli import support
 from dprelease.config import InvalidRows, OutOfBounds, SyntheticConfig, parse_config
 from dprelease.generators import GENERATORS
-from dprelease.privacy.ledger_location import resolve_ledger_url
-from dprelease.release.synthetic_plan import (
+from dprelease.privacy.ledger.location import resolve_ledger_url
+from dprelease.release.synthetic.plan import (
     DEFAULT_GENERATOR,
     DEFAULT_WEIGHTS,
     DEFAULT_WEIGHTS_FRACTION,
@@ -120,7 +120,7 @@ def release(
         if GENERATORS[plan.config.generator].shows_progress:
             config = config.model_copy(update={"generator_options": {"progress": True}})
     support.publish_command(
-        "flows.release:release_flow",
+        "dprelease.orchestration.flows.release:release_flow",
         plan=plan, input_path=input_path, schema=schema, config=config, out=out,
         ledger_url=ledger_url, verbose=verbose, what=f"release of {public.dataset}",
         summary=lambda manifest: manifest["privacy_statement"],

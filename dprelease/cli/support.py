@@ -39,15 +39,15 @@ from dprelease.config import InputPolicy, InvalidRows, OutOfBounds
 from dprelease.diagnostics.accuracy import NOT_USABLE
 from dprelease.errors import DPReleaseError
 from dprelease.io.stream import preflight
-from dprelease.privacy.ledger import Ledger
-from dprelease.privacy.ledger_location import LEDGER_URL_ENV, shown_url
+from dprelease.privacy.ledger.ledger import Ledger
+from dprelease.privacy.ledger.location import LEDGER_URL_ENV, shown_url
 from dprelease.release.files import MANIFEST_FILE
 from dprelease.release.pipeline import (
     DuplicateReleaseWarning,
     Plan,
     check_budget,
 )
-from dprelease.release.synthetic_plan import DEFAULT_N_SYNTHETIC, MAX_DEFAULT_N_SYNTHETIC
+from dprelease.release.synthetic.plan import DEFAULT_N_SYNTHETIC, MAX_DEFAULT_N_SYNTHETIC
 from dprelease.release.writer import refuse_inside_release
 
 stdout = Console()
@@ -323,7 +323,7 @@ def publish_command(
 ) -> None:
     """What every release command does after planning: the checks that read no data, then
     the flow in this process; then `summary(manifest)`, the dataset's budget in plain words
-    (`ledger_view.plain_summary`) and the release's verdict (`verdict_line`, where the
+    (`ledger.view.plain_summary`) and the release's verdict (`verdict_line`, where the
     manifest has one) on stderr, the release directory on stdout, and exit
     `NOT_USABLE_EXIT` when the verdict is "not usable"."""
     with expected_errors(verbose):

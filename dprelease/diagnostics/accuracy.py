@@ -37,7 +37,7 @@ the relations are coarse.
 
 Inside a cell. The marginal-based generators draw a numeric column's value inside its
 measured cell apart from the other columns (`pgm` couples an ordered target and each numeric
-feature by a Gaussian copula near each cell, `generators.pgm_latent`), so with a
+feature by a Gaussian copula near each cell, `generators.pgm.latent`), so with a
 categorical target a relation that changes inside a cell comes out flatter: ISLR's
 Default (10,000 rows, 3 % defaults, epsilon 1), whose balance entered the tables with the
 target in 11 cells, gave a logistic slope of balance of 2.94 synthetic against 5.74 real,

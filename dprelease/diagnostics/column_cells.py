@@ -24,7 +24,7 @@ so that a nullable column's cells are not inflated by the share of rows without 
 cell is strong (`strong_cells`) when its DP count reaches `WEAK_SDS` (2) noise standard
 deviations and it lies in the column's body or in a run of such cells whose sum the noise
 alone leaves nowhere in the column with probability above 1 % (the Bonferroni bound z std
-sqrt(r) of `generators.pgm_one_way.stray_runs` over the column's cells: z = 3.6 for 64
+sqrt(r) of `generators.pgm.one_way.stray_runs` over the column's cells: z = 3.6 for 64
 cells); every other cell is weak: whether it holds real rows is not resolved. The noise
 lifts an empty cell past 2 SDs with probability 0.023, some one of 30 empty cells with
 probability 0.5: the second condition keeps such an isolated cell from counting as strong.
@@ -62,7 +62,7 @@ import numpy as np
 
 from dprelease.generators.base import Measurement
 from dprelease.generators.domain import ColumnCells, cell_index, cells_of_size
-from dprelease.generators.pgm_one_way import stray_runs
+from dprelease.generators.pgm.one_way import stray_runs
 from dprelease.schema import IntegerColumn
 
 if TYPE_CHECKING:
@@ -152,7 +152,7 @@ def strong_cells(counts: np.ndarray, std: float) -> np.ndarray:
     """The cells of a column whose counts `counts` (share x noisy total, in order) stand above
     noise of standard deviation `std`: at least `WEAK_SDS` SDs, in a run of such consecutive
     cells that is the column's heaviest (its body) or whose sum reaches the multiple-comparison
-    bound z std sqrt(r) of `generators.pgm_one_way.stray_runs` (z = Phi^-1(1 - 0.01 / L) over
+    bound z std sqrt(r) of `generators.pgm.one_way.stray_runs` (z = Phi^-1(1 - 0.01 / L) over
     the column's L cells: the noise alone lifts a run that far anywhere in the column with
     probability at most 1 %). A run of r cells of 2 SDs each passes once r >= z^2 / 4 (4
     cells of 64)."""

@@ -27,7 +27,7 @@ import dataclasses
 import numpy as np
 from scipy.special import logsumexp
 
-from dprelease.diagnostics.psis import PsisResult, psis
+from dprelease.diagnostics.psis.smoothing import PsisResult, psis
 from dprelease.errors import UnreliableWeightsError
 
 BOUNDED_WEIGHT_RATIO = 10.0  # no row above 10 average rows: ESS >= 10% of any sample

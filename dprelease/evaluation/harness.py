@@ -33,8 +33,8 @@ from dprelease.evaluation.timing import StepTimer
 from dprelease.generators import GENERATORS
 from dprelease.privacy.noise import NoiseSource
 from dprelease.release.pipeline import run_guarded
-from dprelease.release.synthetic import SYNTHETIC_PIPELINE, diagnose
-from dprelease.release.synthetic_plan import (
+from dprelease.release.synthetic.pipeline import SYNTHETIC_PIPELINE, diagnose
+from dprelease.release.synthetic.plan import (
     BUDGET_FREE_WEIGHTS,
     DEFAULT_GENERATOR,
     plan_release,

@@ -19,7 +19,7 @@ from dprelease.encoding import Encoder
 from dprelease.errors import InputError
 from dprelease.evaluation.harness import NOT_FOR_PUBLICATION
 from dprelease.release.files import MANIFEST_FILE
-from dprelease.release.synthetic_plan import weights_options
+from dprelease.release.synthetic.plan import weights_options
 from dprelease.schema import Schema
 
 METRICS = {  # column -> (title, lower is better)

@@ -5,11 +5,11 @@ from __future__ import annotations
 from dprelease.encoding import Encoder
 from dprelease.errors import InputError
 from dprelease.generators.base import Discriminator, Generator
-from dprelease.generators.cgan import DPCGAN
-from dprelease.generators.gan import DPGAN
+from dprelease.generators.gan.cgan import DPCGAN
+from dprelease.generators.gan.dpgan import DPGAN
 from dprelease.generators.marginals import IndependentMarginals
 from dprelease.generators.mbi import AIM, MST
-from dprelease.generators.pgm import PrivateGraphicalModel
+from dprelease.generators.pgm.generator import PrivateGraphicalModel
 from dprelease.generators.privbayes import PrivBayes
 
 # gan.py imports torch and mbi.py opendp/polars only inside methods: importing this package

@@ -15,7 +15,7 @@ def systematic_uniforms(
     permutation of (u + i) / m, i = 0..m-1, with one u ~ U[0, 1) per key (systematic
     sampling, Madow 1949; the resampling step of Carpenter, Clifford and Fearnhead 1999).
     With `scores`, the permutation is the rows' order by score within the key instead (the
-    row with the k-th smallest score gets (u + k) / m: `pgm_latent`'s coupling); the key's
+    row with the k-th smallest score gets (u + k) / m: `pgm.latent`'s coupling); the key's
     uniforms, and so the cells an inverse-CDF draw gives its rows, are the same set.
 
     Without scores, every row's value is still U[0, 1) and independent of everything but its

@@ -45,7 +45,7 @@ def publish(
 
 def _pipeline_for(config: SyntheticConfig | TruncationConfig | ABCDPConfig) -> Any:
     if isinstance(config, SyntheticConfig):
-        from dprelease.release.synthetic import SYNTHETIC_PIPELINE
+        from dprelease.release.synthetic.pipeline import SYNTHETIC_PIPELINE
 
         return SYNTHETIC_PIPELINE
     if isinstance(config, TruncationConfig):

@@ -44,8 +44,8 @@ import pandas as pd
 from dprelease.config import ReleaseSettings
 from dprelease.errors import spend_kept
 from dprelease.privacy.accounting import Cap, PlannedSpend
-from dprelease.privacy.ledger import Ledger
-from dprelease.privacy.ledger_location import resolve_ledger_url
+from dprelease.privacy.ledger.ledger import Ledger
+from dprelease.privacy.ledger.location import resolve_ledger_url
 from dprelease.privacy.noise import NoiseSource
 from dprelease.release.writer import (
     RELEASE_TIME_FORMAT,

@@ -51,8 +51,8 @@ from dprelease.privacy.accountants import (
     compose_history,
 )
 from dprelease.privacy.accounting import NEIGHBOURING, Cap, Spend, cap_delta_warning, compose
-from dprelease.privacy.ledger import SPENT
-from dprelease.privacy.ledger_tables import LedgerEntry
+from dprelease.privacy.ledger.ledger import SPENT
+from dprelease.privacy.ledger.tables import LedgerEntry
 from dprelease.privacy.mechanisms import KIND_KEY, PoissonSubsampledGaussian
 from dprelease.release.files import (
     COMMITTED,

@@ -9,14 +9,14 @@ public calibration before any data is read. Methods:
 - beta_noised: Ji & Elkan (2013), noise on logistic coefficients, biased (Proposition 1).
 - beta_debiased: the same noise, debiased with b(x) (Proposition 2). Default mechanism
   "gaussian", default lam max(0.01, 4 (d + 1) / (n0 epsilon)) (evidence in
-  `dprelease.weights.logistic`).
+  `dprelease.weights.logistic.method`).
 - weight_noised: noise on the log weights, E[exp(eta)] = 1 (supplement A.1).
 - dp_mlp: MLP trained with relaxed DP-SGD (section 3.4, corrected; Opacus).
 - discriminator: logit of a DP GAN discriminator, post-processing (section 3.5).
 - calibration (the release default): noisy two-way tables of the target with every column
   (Gaussian/Laplace), raked to the synthetic margins, then exponential tilting of the
   synthetic rows to them, ridge by the discrepancy principle
-  (`dprelease.weights.calibration`; needs option encoder=; takes the real rows in chunks).
+  (`dprelease.weights.calibration.method`; needs option encoder=; takes the real rows in chunks).
 
 Importing this package does not import torch, opacus or scikit-learn.
 """

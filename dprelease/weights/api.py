@@ -15,9 +15,9 @@ from dprelease.weights.base import (
     check_matrix,
     check_number,
 )
-from dprelease.weights.calibration import CALIBRATION
+from dprelease.weights.calibration.method import CALIBRATION
 from dprelease.weights.free import DISCRIMINATOR, NONE
-from dprelease.weights.logistic import BETA_DEBIASED, BETA_NOISED, LOGREG, WEIGHT_NOISED
+from dprelease.weights.logistic.method import BETA_DEBIASED, BETA_NOISED, LOGREG, WEIGHT_NOISED
 from dprelease.weights.neural import DP_MLP, MLP
 
 _SPECS = (

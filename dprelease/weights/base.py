@@ -41,7 +41,7 @@ class WeightEstimate:
     @property
     def weights(self) -> np.ndarray:
         """Self-normalised weights: mean 1 over the synthetic rows."""
-        from dprelease.diagnostics.psis import normalised_weights
+        from dprelease.diagnostics.psis.smoothing import normalised_weights
 
         return normalised_weights(self.log_weights)
 

@@ -102,7 +102,7 @@ def _plan_discriminator(req: PlanRequest) -> Plan:
 
 def _fit_discriminator(real, synthetic, plan: Plan, noise) -> tuple[np.ndarray, dict]:
     """The logits, tempered until the PSIS gate accepts them, else flat (module docstring)."""
-    from dprelease.weights.tilting import temper_weights
+    from dprelease.weights.calibration.tilting import temper_weights
 
     logits = discriminator_logits(plan.settings, synthetic)
     temper = temper_weights(logits, plan.settings.ess_floor, None)

@@ -75,7 +75,7 @@ def write_report(
     smoothed_log_weights: np.ndarray,
 ) -> None:
     """Write report.md and weights.png into the release directory (the `report` callable of
-    the synthetic kind's `ReleaseBundle`; `dprelease.release.synthetic`)."""
+    the synthetic kind's `ReleaseBundle`; `dprelease.release.synthetic.pipeline`)."""
     diagnostics = manifest["diagnostics"]
     temper = float(manifest["configuration"]["release"].get("temper", 1.0))
     figure = weights_figure(weights, raw_log_weights, smoothed_log_weights, diagnostics, temper)
