@@ -16,7 +16,8 @@ from dprelease.diagnostics import psis
 from dprelease.encoding import Encoder
 from dprelease.errors import InputError
 from dprelease.privacy.calibration import gaussian_sigma, laplace_scale
-from dprelease.weights import estimate, plan, tilting
+from dprelease.weights import estimate, plan
+from dprelease.weights.calibration import tilting
 from dprelease.weights.calibration.features import log_weight_bound
 from dprelease.weights.calibration.method import (
     DEFAULT_ESS_FLOOR,

@@ -25,8 +25,8 @@ from dprelease.datasets import census_like
 from dprelease.encoding import Encoder, column_dtypes, in_codebook
 from dprelease.errors import InputError
 from dprelease.generators import GENERATORS, make_generator
-from dprelease.generators import tabular_nets as nets
 from dprelease.generators.domain import marginal_tvd
+from dprelease.generators.gan import nets
 from dprelease.generators.gan.cgan import DPCGAN
 from dprelease.generators.gan.dpgan import DPGAN
 from dprelease.privacy import dpsgd as dpsgd_module

@@ -11,10 +11,10 @@ import pytest
 from sqlalchemy import update
 
 from dprelease.errors import BudgetExceededError, InputError
-from dprelease.privacy import ledger as ledger_module
 from dprelease.privacy.accountants import compose_history, releases_that_fit
 from dprelease.privacy.accounting import Cap, PlannedSpend, Spend
 from dprelease.privacy.calibration import gaussian_sigma
+from dprelease.privacy.ledger import ledger as ledger_module
 from dprelease.privacy.ledger.ledger import Ledger
 from dprelease.privacy.ledger.location import resolve_ledger_url
 from dprelease.privacy.ledger.tables import datasets

@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 
 from dprelease.encoding import Encoder
-from dprelease.generators import make_generator, pgm
+from dprelease.generators import make_generator
+from dprelease.generators.pgm import generator as pgm
 from dprelease.generators.pgm.one_way import (
     denoised_shares,
     empty_tails,
