@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 EVAL_GENERATORS ?= pgm,marginals,privbayes
 
-.PHONY: install demo evaluate test bench clean server server-stop
+.PHONY: install demo evaluate test bench clean server server-stop docs
 
 # A local Prefect server in the background, and this user's Prefect profile pointed at it:
 # every later `dprelease` call skips Prefect's temporary server (seconds instead of 15-25 s).
@@ -49,6 +49,12 @@ test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q -n 2 --durations=10
 
+# The documentation site into site/ (the docs extra: MkDocs, Material, mkdocstrings); --strict
+# fails on any broken link or reference. The CLI reference is generated from the typer app.
+docs: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[dev,docs]'
+	$(BIN)/mkdocs build --strict
+
 BENCHMARKS := release psis weights generators weights_fraction cli_latency accounting \
 	adaptive_truncation abcdp abcdp_calibration scale gan_discriminator_weights
 
@@ -56,4 +62,4 @@ bench: $(STAMP)
 	set -e; for name in $(BENCHMARKS); do $(BIN)/python benchmarks/$$name.py; done
 
 clean:
-	rm -rf releases evaluations .pytest_cache
+	rm -rf releases evaluations .pytest_cache site
