@@ -27,14 +27,25 @@ def publish(
     out_dir: str | Path = "releases",
     ledger_url: str | None = None,
 ) -> Path:
-    """Publish one release of `source` (a CSV or Parquet path, a directory of Parquet files,
-    or a DataFrame) under the public `schema` (a YAML path or a `Schema`); return the
-    release's directory, `out_dir/<dataset>/<release_id>/`.
+    """Publish one release; return its directory, `out_dir/<dataset>/<release_id>/`.
 
-    The ledger is `ledger_url`, else `$DPRELEASE_LEDGER_URL`, else the per-user default.
-    Raises `InputError` (bad input or settings: nothing spent unless the error says so),
-    `BudgetExceededError` (the dataset's cap refuses the release, before the data is read)
-    or `UnreliableWeightsError` (PSIS refuses the weights; the spend stays in the ledger).
+    Args:
+        source: the real table: a CSV or Parquet path, a directory of Parquet files, or a
+            pandas DataFrame.
+        schema: the public schema, a YAML path or a `Schema`.
+        config: a `SyntheticConfig`, `TruncationConfig` or `ABCDPConfig`; its type selects the
+            release kind. The configs default to `on_invalid_rows="drop"`: invalid rows are
+            dropped inside the mechanism, so whether a release exists never depends on one
+            row.
+        out_dir: where releases go; refused when it lies inside an existing release, before
+            anything is read or spent.
+        ledger_url: a SQLAlchemy URL; None: `$DPRELEASE_LEDGER_URL`, else
+            `$DPRELEASE_HOME/ledger.sqlite`, else the per-user default ledger.
+
+    Raises:
+        InputError: bad input or settings (nothing spent unless the message says so).
+        BudgetExceededError: the dataset's cap refuses the release, before the data is read.
+        UnreliableWeightsError: PSIS refuses the weights; the spend stays in the ledger.
     """
     from dprelease.release.pipeline import publish_release
 
