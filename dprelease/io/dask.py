@@ -9,7 +9,7 @@ sum comes back; the noise is then drawn ONCE, on the reduced counts, by the call
 different mechanism (k times the noise variance for k partitions) and is not what the
 ledger reserves.
 
-What crosses the network (README "Scale"): the workers read the files themselves (they need
+What crosses the network (docs/how-to/scale.md): the workers read the files themselves (they need
 access to the path), and send exact, private cell counts to the client. Both ends must sit
 inside the curator's trust boundary; nothing is written to disk by this code (configure the
 workers without spilling). Errors raised on a worker are `InputError`s with the same clean
