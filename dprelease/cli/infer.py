@@ -1,4 +1,5 @@
-"""`dprelease infer ...`: releases of posterior inference on a real table (seeds 002, 004).
+"""`dprelease infer ...`: releases of posterior inference on a real table (adaptive
+truncation, Yildirim 2023; ABCDP, Park et al. 2021).
 
 Each inference kind adds its commands to `infer_app`; they share the plumbing of
 `dprelease.cli.support` (one-line errors, exit codes, checks before Prefect starts).
