@@ -109,8 +109,9 @@ class PerDraw:
 
 
 def test_a_per_draw_simulator_is_released(small_table, tmp_path):
-    """The issue's refusal ("returned 100 rows, expected 2000"): a simulator of one draw is
-    detected by the dry run, called once per draw, and released like a batched one."""
+    """A simulator of one draw (which, called with a batch, would return 100 rows where 2000
+    are expected) is detected by the dry run, called once per draw, and released like a
+    batched one."""
     path = tmp_path / "per_draw.py"
     path.write_text(PER_DRAW_TOY)
     config = _config(threshold=0.2, model=f"{path}:PerDraw")

@@ -37,7 +37,7 @@ PER_DRAW_UNPACK = """
         y = np.clip(mu + sd * rng.standard_normal(m), 0, 5)
 """
 PER_DRAW_FIRST = """
-        mu, sd = np.ravel(theta)[:2]  # given a batch: the first draw's m rows (the issue)
+        mu, sd = np.ravel(theta)[:2]  # given a batch: only the first draw's m rows
         y = np.clip(mu + sd * rng.standard_normal(m), 0, 5)
 """
 PER_DRAW_M_MAJOR = """

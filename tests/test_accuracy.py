@@ -68,7 +68,7 @@ def test_grade_from_the_medians():
 
 
 def test_the_demo_release_is_graded_poor():
-    """The issue's demo: 31 columns at epsilon 0.8 with the marginals generator (Laplace scale
+    """The bundled demo: 31 columns at epsilon 0.8 with the marginals generator (Laplace scale
     31 / 0.8 on 32 cells per column) on a table of 569 rows: the noise dominates."""
     std = 31 / 0.8 * math.sqrt(2)
     columns = [Measurement((f"c{i}",), 32, "laplace", std, 569.0) for i in range(31)]
@@ -93,7 +93,7 @@ def test_verdict_is_usable_only_when_everything_holds():
     good = grade([one_way(1.0)])
     assert verdict(good, ROWS, "good", 1.1) == {"verdict": USABLE, "reasons": []}
     assert verdict(good, ROWS, "unreliable", None)["verdict"] == CAUTION
-    # the census deployment of issue 18: weights 870 times the noise level from their target
+    # weights 870 times the noise level from their target (a census-sized deployment)
     far = verdict(good, ROWS, "good", 870.0)
     assert far["verdict"] == CAUTION and "870 times the noise level" in far["reasons"][0]
     collapsed = {**ROWS, "distinct": 849, "collapsed": True}
