@@ -24,8 +24,8 @@ from sqlalchemy.engine import make_url
 @contextmanager
 def fresh_database(admin_url: str) -> Iterator[str]:
     """A new, empty database on the server of `admin_url` (a SQLAlchemy URL of any existing
-    database), dropped on exit; yields its asyncpg URL. A random name keeps concurrent pytest
-    sessions on one machine (CI beside a developer's run) apart."""
+    database), dropped on exit; yields its asyncpg URL. A random name keeps concurrent
+    pytest sessions on one machine (CI beside a developer's run) apart."""
     url = make_url(admin_url)
     name = f"dprelease_prefect_{secrets.token_hex(6)}"
     admin = url.set(drivername="postgresql").render_as_string(hide_password=False)
