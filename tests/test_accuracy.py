@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from release_fixtures import ROOT
 
 from dprelease.diagnostics.accuracy import (
     CAUTION,
@@ -137,7 +138,7 @@ def test_pgm_states_coarse_relations_on_few_rows_only(rows, coarse, seeded_noise
     from dprelease.generators import make_generator
     from dprelease.schema import load_schema
 
-    encoder = Encoder(load_schema("data/census.yaml"))
+    encoder = Encoder(load_schema(f"{ROOT}/data/census.yaml"))
     generator = make_generator("pgm", encoder, 1.0, 1e-6)
     fitted = generator.fit(encoder.encode(census_like(rows, seed=3)), seeded_noise(2))
     assert all(math.prod(m.shape) == m.cells for m in fitted.measurements)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from release_fixtures import ROOT
 
 from dprelease.datasets import census_like
 from dprelease.encoding import Encoder
@@ -29,7 +30,7 @@ from dprelease.privacy.mechanisms import ZCDP, PureEpsilon
 from dprelease.privacy.noise import NoiseSource
 from dprelease.schema import Schema, load_schema
 
-CENSUS = load_schema("data/census.yaml")
+CENSUS = load_schema(f"{ROOT}/data/census.yaml")
 
 
 def _schema(columns: dict, target: str | None = None) -> Schema:
