@@ -4,7 +4,7 @@
     python benchmarks/adaptive_truncation.py [--out DIR] [--reps 20] [--epsilons 1 2 5 10]
         [--sections paper design targets]
 
-Sections "design" and "targets" (issue 20) run the release's defaults (prior from the bounds,
+Sections "design" and "targets" run the release's defaults (prior from the bounds,
 `NormalPrior.from_bounds`) and are in `benchmarks/truncation_design.py`: the design score
 chosen over several truths and bounds, and the coverage table of the default.
 

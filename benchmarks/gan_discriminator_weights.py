@@ -1,18 +1,15 @@
-"""Benchmark: DP-GAN discriminator weights on a small mixed-type table (issue 9, section 5).
+"""Benchmark: DP-GAN discriminator weights on a small mixed-type table.
 
 A 1,000-row, 12-column table (the census-like demo table plus two integer, one categorical
 and one continuous column, all public synthetic data), schema max_rows 1,000, so the DP-GAN's
 default sampling rate is q = 256 / 1,000. At epsilon 1 (delta 1e-5) it fits `dpgan` with the
-default number of steps (`gan.default_steps`) and with the former fixed default T = 2,000, then
-prints per run: T, the noise on D's averaged gradient sigma / (2L), the distinct synthetic
-rows among 1,000 sampled, the distinct discriminator log weights in the PSIS tail, k-hat and
-the verdict, and the max / mean 1-way total variation distance to the real table (16 public
-bins). Measured (2 cores shared): default T = 386 (noise 0.040): 1,000 distinct rows, 95/95
-distinct tail values, k-hat -0.10; T = 2,000 (noise 0.091): 4 distinct rows, 2/95 distinct
-tail values, k-hat -4.9 ("good", meaningless on a collapsed sample; another run collapsed onto
-2 rows and the PSIS fit failed). Mean 1-way TVD 0.55 vs 0.72: at epsilon 1 on 1,000 rows
-neither generator is good (an untrained G scored about 0.32), but only the default one yields
-usable weights.
+default number of steps (`gan.default_steps`) and with a fixed T = 2,000, then prints per
+run: T, the noise on D's averaged gradient sigma / (2L), the distinct synthetic rows among
+1,000 sampled, the distinct discriminator log weights in the PSIS tail, k-hat and the
+verdict, and the max / mean 1-way total variation distance to the real table (16 public
+bins). A collapsed generator (few distinct rows) makes the PSIS fit meaningless or failing,
+so the distinct rows are the figure to read first. The measurements that chose the default
+number of steps: docs/decisions/0023-other-generators-defaults.md.
 
 Run: ``.venv/bin/python benchmarks/gan_discriminator_weights.py`` (a few minutes, one core).
 """

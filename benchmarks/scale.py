@@ -11,8 +11,8 @@ benchmarks/release.py measures) with the default generator and weights (the real
 streamed in chunks), an SQLite ledger, and writes the release. The child reports each
 pipeline step's wall and CPU time and the process's peak RSS after it
 (`dprelease.evaluation.timing.StepTimer`).
-Targets (issue 13): peak RSS <= 1.5 GB for 10M rows in and 1M out; >= 1M real rows/s in the
-read+validate+count stage.
+Targets (docs/decisions/0030-scale-and-latency.md): peak RSS <= 1.5 GB for 10M rows in and 1M
+out; >= 1M real rows/s in the read+validate+count stage.
 """
 
 from __future__ import annotations

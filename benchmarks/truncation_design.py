@@ -1,5 +1,5 @@
 """The adaptive-truncation design score chosen by a benchmark, and the coverage table of the
-default (issue 20; docs/adaptive-truncation.md 3.4). Run through
+default (docs/adaptive-truncation.md 3.4; docs/decisions/0029-posterior-releases.md). Run through
 `benchmarks/adaptive_truncation.py --sections design targets` (or this file directly).
 
 Every run uses the release's defaults: the prior from the schema bounds

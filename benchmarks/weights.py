@@ -10,15 +10,15 @@
    about 0.5) and total variation to the true weights, mean over seeds, on the 2-feature toy
    example with 2,000 real and 2,000 synthetic rows at epsilon 0.5, 1 and 6.
 
-4. Target model (issue 18, `--target-model`): the default generator on 80 % of epsilon 1 and
-   the calibration weights on 20 % (delta 1e-5, N_G = 20,000) on the public tuning tables of
-   benchmarks/utility.py (breast cancer, RAND HIE; never the wage tables, which confirm).
+4. Target model (`--target-model`): the default generator on 80 % of epsilon 1 and the
+   calibration weights on 20 % (delta 1e-5, N_G = 20,000) on public tuning tables (breast
+   cancer, RAND HIE; never the wage tables, which confirm).
    beta-MSE: mean squared difference between the target model's coefficients (intercept and
    slopes; least squares for a numeric target, L2 logistic regression C = 1 for a
    categorical one) fitted on the real training split and on the (weighted) synthetic rows,
    with features and a numeric target standardised by the training split's mean and SD.
-   Rows: unweighted, the calibration weights without moments and held margins (the previous
-   default), the default calibration weights, and OpenDP's MST peer (`--peers mst`); also the
+   Rows: unweighted, the calibration weights without moments and held margins, the default
+   calibration weights, and OpenDP's MST peer (`--peers mst`); also the
    largest shift of a one-way share over the generator's cells and the ESS / N_G.
 
 Run: .venv/bin/python benchmarks/weights.py [--seeds 10] [--skip-large]

@@ -1,9 +1,9 @@
 """The public settings of every release kind, declared once.
 
 One pydantic model per kind: `SyntheticConfig` (DP synthetic data), `TruncationConfig` (the
-adaptive-truncation posterior, seed 002) and `ABCDPConfig` (ABCDP posterior samples, seed
-004). The CLI builds them from its options (`parse_config` turns validation errors into one
-`InputError` naming the options), the Prefect flows take them as their parameter (Prefect
+adaptive-truncation posterior, Yildirim 2023) and `ABCDPConfig` (ABCDP posterior samples, Park
+et al. 2021). The CLI builds them from its options (`parse_config` turns validation errors into
+one `InputError` naming the options), the Prefect flows take them as their parameter (Prefect
 validates pydantic parameters; `prefect.yaml` nests them under `config:`), and the library's
 release pipelines read them. Every field is public: it goes into the manifest.
 
@@ -19,7 +19,8 @@ Shared by every kind (`ReleaseSettings`):
   The CLI's release commands default to `refuse` instead (`dprelease.cli.support`): a
   curator at a terminal reads the refusal (which column, which kind of problem), fixes the
   schema or the file and runs again at no cost, where under `drop` a wrong category list
-  would silently drop most rows and spend the budget on what is left;
+  would silently drop most rows and spend the budget on what is left
+  (docs/decisions/0028-invalid-row-policy.md);
 - `drop_extra_columns`: ignore input columns that are not in the schema;
 - `seed`: fixes sampling and post-processing only, never DP noise (section 9);
 - `secure_noise`: Laplace/Gaussian noise from OpenDP's samplers applied to the values

@@ -1,9 +1,10 @@
 """Progress of a long stage (DP-SGD steps, mbi model fits) on stderr, fit for where it goes.
 
 On a terminal: a tqdm bar. Otherwise (stderr redirected to a file, a scheduled run's log, a
-pipe) a bar's `\\r` redraws pile up (58 KB for one DP-GAN run, issue 19 item 14), so a stage
-prints one line when it starts and one when it ends instead. The lines say only the stage's
-public plan (its name, its planned number of steps), never anything about the data.
+pipe) a bar's `\\r` redraws pile up (58 KB for one DP-GAN run;
+docs/decisions/0030-scale-and-latency.md), so a stage prints one line when it starts and one
+when it ends instead. The lines say only the stage's public plan (its name, its planned number
+of steps), never anything about the data.
 """
 
 from __future__ import annotations

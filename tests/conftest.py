@@ -13,7 +13,7 @@ from dprelease.privacy.noise import NoiseSource
 
 # absl (imported by dp-accounting) binds its log handler to whatever sys.stderr is at import
 # time; a test that first imports it under a temporary stream (pytest's or CliRunner's)
-# leaves a handler on a closed file. Bind it to the real stderr once, for the session.
+# leaves a handler on a closed file. Bind it to the real stderr once, for the pytest session.
 absl.logging.get_absl_handler().python_handler.stream = sys.__stderr__
 
 

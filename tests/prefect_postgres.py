@@ -2,11 +2,12 @@
 
 Prefect's own test harness (`prefect.testing.utilities.prefect_test_harness`) keeps the
 server's state in SQLite. There, four CLI processes releasing at once
-(`test_concurrent_releases_publish_exactly_what_the_cap_admits`) now and then lost one flow
+(`test_concurrent_releases_publish_exactly_what_the_cap_admits`) now and then lose one flow
 run to "sqlite3.OperationalError: database is locked": SQLite lets one writer in at a time,
 and a transaction that read before another one wrote cannot upgrade to a write (its busy
 timeout does not help then). Prefect recommends PostgreSQL for a server that takes
-concurrent runs; CI has one (DPRELEASE_TEST_POSTGRES_URL), so the session's server uses it.
+concurrent runs; CI has one (DPRELEASE_TEST_POSTGRES_URL), so the pytest session's server
+uses it.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from sqlalchemy.engine import make_url
 @contextmanager
 def fresh_database(admin_url: str) -> Iterator[str]:
     """A new, empty database on the server of `admin_url` (a SQLAlchemy URL of any existing
-    database), dropped on exit; yields its asyncpg URL. A random name keeps concurrent test
-    sessions on one machine (CI beside a developer's run) apart."""
+    database), dropped on exit; yields its asyncpg URL. A random name keeps concurrent
+    pytest sessions on one machine (CI beside a developer's run) apart."""
     url = make_url(admin_url)
     name = f"dprelease_prefect_{secrets.token_hex(6)}"
     admin = url.set(drivername="postgresql").render_as_string(hide_password=False)

@@ -20,7 +20,7 @@ from dprelease.release.synthetic.pipeline import SYNTHETIC_PIPELINE
 from dprelease.schema import Schema
 from dprelease.verify.release import verify_release
 
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).resolve().parents[1]  # the repository, whatever the working directory
 # Three columns: releases of it take about a second with the fast generators.
 TINY_SCHEMA = Schema.model_validate(
     {

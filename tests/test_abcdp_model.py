@@ -7,6 +7,7 @@ import textwrap
 
 import numpy as np
 import pytest
+from release_fixtures import ROOT
 
 from dprelease.config import ABCDPConfig, parse_config
 from dprelease.errors import InputError
@@ -14,8 +15,8 @@ from dprelease.inference.abcdp.mechanism import plan_abcdp
 from dprelease.inference.abcdp.model import SimulatorCheck, load_model
 from dprelease.schema import load_schema
 
-TOY_MODEL = "data/models/toy_mixture.py:DirichletUniformMixture"
-TOY_SCHEMA = "data/models/toy_mixture.yaml"
+TOY_MODEL = f"{ROOT}/data/models/toy_mixture.py:DirichletUniformMixture"
+TOY_SCHEMA = f"{ROOT}/data/models/toy_mixture.yaml"
 
 GOOD = """
 import numpy as np
@@ -83,11 +84,11 @@ def test_wrong_columns_prior_shape_and_unknown_columns_are_refused(tmp_path):
 
 def test_bad_references_are_refused(tmp_path):
     with pytest.raises(InputError, match="path/to/model.py:ClassName"):
-        load_model("data/models/toy_mixture.py")
+        load_model(f"{ROOT}/data/models/toy_mixture.py")
     with pytest.raises(InputError, match="model file not found"):
         load_model(f"{tmp_path}/missing.py:Model")
     with pytest.raises(InputError, match="has no class 'Nope'"):
-        load_model("data/models/toy_mixture.py:Nope")
+        load_model(f"{ROOT}/data/models/toy_mixture.py:Nope")
     broken = tmp_path / "broken.py"
     broken.write_text("raise RuntimeError('no')\n")
     with pytest.raises(InputError, match="importing the model failed: RuntimeError: no"):
@@ -126,7 +127,8 @@ def test_categorical_labels_must_be_schema_categories(tmp_path):
     config = ABCDPConfig(model="", n_samples=1, threshold=0.1, epsilon=1.0, n_draws=5, seed=0)
     with pytest.raises(InputError, match="'diagnosis' has values outside the schema's categories"):
         plan_abcdp(
-            load_schema("data/breast_cancer.yaml"), load_model(_write(tmp_path, body)), config
+            load_schema(ROOT / "data" / "breast_cancer.yaml"), load_model(_write(tmp_path, body)),
+            config,
         )
 
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 import ast
 import dataclasses
 import math
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from release_fixtures import ROOT
 
 from dprelease.config import ABCDPConfig
 from dprelease.inference.abcdp.mechanism import plan_abcdp, run_abcdp
@@ -27,7 +27,7 @@ from dprelease.privacy.noise import NoiseSource
 from dprelease.schema import load_schema
 
 N_ROWS, C = 500, 5
-MODEL = "data/models/toy_mixture.py:DirichletUniformMixture"
+MODEL = f"{ROOT}/data/models/toy_mixture.py:DirichletUniformMixture"
 
 
 @pytest.fixture(scope="module")
@@ -37,11 +37,11 @@ def toy():
         n_features=50, bandwidth=0.12, seed=1,
     )  # fmt: skip
     plan = plan_abcdp(
-        load_schema("data/models/toy_mixture.yaml"),
+        load_schema(f"{ROOT}/data/models/toy_mixture.yaml"),
         load_model(MODEL),
         config,
     )
-    table = pd.read_csv("data/models/toy_mixture.csv").head(N_ROWS)
+    table = pd.read_csv(f"{ROOT}/data/models/toy_mixture.csv").head(N_ROWS)
     real = plan.simulator.encoder.encode(table)
     exact = exact_rejection_abc(real, plan)
     return plan, real, exact
@@ -111,10 +111,11 @@ def test_at_large_epsilon_the_dp_release_is_the_exact_one(toy):
 
 def test_the_reference_is_not_reachable_from_a_release():
     """No module of a release path imports `reference` (static: every import statement)."""
-    roots = [Path("dprelease/release"), Path("dprelease/cli"), Path("flows"), Path("tasks")]
+    package = ROOT / "dprelease"
+    roots = [package / "release", package / "cli", package / "orchestration"]
     roots += [
         path
-        for path in Path("dprelease/inference/abcdp").glob("*.py")
+        for path in (package / "inference" / "abcdp").glob("*.py")
         if path.name != "reference.py"
     ]
     files = [p for root in roots for p in ([root] if root.is_file() else root.rglob("*.py"))]

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from release_fixtures import ROOT
 from typer.testing import CliRunner
 
 from dprelease.cli.app import app
@@ -29,15 +30,16 @@ from dprelease.schema import load_schema
 from dprelease.verify.abcdp import abcdp_checks
 from dprelease.verify.release import verify_release
 
-MODEL = "data/models/toy_mixture.py:DirichletUniformMixture"
-SCHEMA = "data/models/toy_mixture.yaml"
+TOY_MODEL = ROOT / "data" / "models" / "toy_mixture.py"
+MODEL = f"{TOY_MODEL}:DirichletUniformMixture"
+SCHEMA = f"{ROOT}/data/models/toy_mixture.yaml"
 
 
 @pytest.fixture(scope="module")
 def small_table(tmp_path_factory) -> str:
     """500 rows of the bundled toy table (a small N makes the SVT noise large)."""
     path = tmp_path_factory.mktemp("toy") / "toy.csv"
-    pd.read_csv("data/models/toy_mixture.csv").head(500).to_csv(path, index=False)
+    pd.read_csv(f"{ROOT}/data/models/toy_mixture.csv").head(500).to_csv(path, index=False)
     return str(path)
 
 
@@ -75,7 +77,7 @@ def test_release_holds_the_accepted_draws_and_two_typed_ledger_entries(small_tab
     assert manifest["kind"] == "abcdp" and manifest["t_stop"] == len(draws)
     assert (
         manifest["model"]["sha256"]
-        == __import__("hashlib").sha256(Path("data/models/toy_mixture.py").read_bytes()).hexdigest()
+        == __import__("hashlib").sha256(TOY_MODEL.read_bytes()).hexdigest()
     )
     with Ledger(url) as ledger:
         entries = ledger.entries("toy-mixture")
@@ -109,8 +111,9 @@ class PerDraw:
 
 
 def test_a_per_draw_simulator_is_released(small_table, tmp_path):
-    """The issue's refusal ("returned 100 rows, expected 2000"): a simulator of one draw is
-    detected by the dry run, called once per draw, and released like a batched one."""
+    """A simulator of one draw (which, called with a batch, would return 100 rows where 2000
+    are expected) is detected by the dry run, called once per draw, and released like a
+    batched one."""
     path = tmp_path / "per_draw.py"
     path.write_text(PER_DRAW_TOY)
     config = _config(threshold=0.2, model=f"{path}:PerDraw")
@@ -213,7 +216,7 @@ def invoke(*args: object):  # noqa: ANN201
 
 def test_cli_refuses_a_broken_model_before_any_spend(small_table, tmp_path):
     broken = tmp_path / "broken.py"
-    source = Path("data/models/toy_mixture.py").read_text()
+    source = TOY_MODEL.read_text()
     broken.write_text(source.replace("np.clip(y, 0.0, float(N_COMPONENTS))", "(y + 1.0)"))
     url = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
     result = invoke(
@@ -265,13 +268,15 @@ def test_exact_gaussian_kernel_runs_the_same_mechanism(small_table):
 
 
 @pytest.mark.prefect
-def test_the_deployment_runs_on_the_bundled_table(prefect_server, tmp_path):
+def test_the_deployment_runs_on_the_bundled_table(prefect_server, tmp_path, monkeypatch):
     """prefect.yaml's ABCDP deployment (breast-cancer table, bundled model), fewer draws."""
     import yaml
 
+    monkeypatch.chdir(ROOT)  # a deployment runs from the project directory (its pull step)
+
     from dprelease.orchestration.flows.abcdp import abcdp_flow
 
-    deployments = yaml.safe_load(Path("prefect.yaml").read_text())["deployments"]
+    deployments = yaml.safe_load((ROOT / "prefect.yaml").read_text())["deployments"]
     (deployment,) = [
         d
         for d in deployments

@@ -7,6 +7,7 @@ import textwrap
 
 import numpy as np
 import pytest
+from release_fixtures import ROOT
 from typer.testing import CliRunner
 
 from dprelease.cli.app import app
@@ -16,7 +17,7 @@ from dprelease.inference.abcdp.mechanism import plan_abcdp
 from dprelease.inference.abcdp.model import SimulatorCheck, load_model
 from dprelease.schema import load_schema
 
-SCHEMA = "data/models/toy_mixture.yaml"
+SCHEMA = f"{ROOT}/data/models/toy_mixture.yaml"
 HEADER = """
 import numpy as np
 import pandas as pd
@@ -37,7 +38,7 @@ PER_DRAW_UNPACK = """
         y = np.clip(mu + sd * rng.standard_normal(m), 0, 5)
 """
 PER_DRAW_FIRST = """
-        mu, sd = np.ravel(theta)[:2]  # given a batch: the first draw's m rows (the issue)
+        mu, sd = np.ravel(theta)[:2]  # given a batch: only the first draw's m rows
         y = np.clip(mu + sd * rng.standard_normal(m), 0, 5)
 """
 PER_DRAW_M_MAJOR = """
@@ -170,15 +171,12 @@ def test_simulate_gets_a_copy_of_the_draws(tmp_path):
 
 def test_the_plan_records_the_mode_and_keeps_the_bundled_models_streams():
     """Bundled models declare `batched = True`: no probe; the dry run's stream is untouched,
-    so a seed gives the same bandwidth as before the probes existed (0.9459... at seed 0)."""
+    so a seed gives the bandwidth of a dry run without probes (0.9459... at seed 0)."""
     config = ABCDPConfig(model="", n_samples=10, threshold=0.07, epsilon=1.0, seed=0)
-    schema = load_schema("data/breast_cancer.yaml")
-    batched = plan_abcdp(
-        schema, load_model("data/models/breast_cancer_radius.py:RadiusByDiagnosis"), config
-    )
-    per_draw = plan_abcdp(
-        schema, load_model("data/models/breast_cancer_radius.py:RadiusByDiagnosisPerDraw"), config
-    )
+    schema = load_schema(f"{ROOT}/data/breast_cancer.yaml")
+    models = f"{ROOT}/data/models/breast_cancer_radius.py"
+    batched = plan_abcdp(schema, load_model(f"{models}:RadiusByDiagnosis"), config)
+    per_draw = plan_abcdp(schema, load_model(f"{models}:RadiusByDiagnosisPerDraw"), config)
     assert batched.configuration()["simulator"] == {
         "mode": "batched",
         "rule": "declared `batched = True`",

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from release_fixtures import ROOT
 from typer.testing import CliRunner
 
 from dprelease.cli.app import app
@@ -148,15 +149,15 @@ def test_the_suggestion_for_the_bundled_model_lets_exact_abc_accept_c_draws() ->
     exact (non-private) rejection ABC on the bundled table at that threshold accepts c draws
     among the T, whose share of malignant tumours is pinned far tighter than its U(0, 1)
     prior (the test reads the real table; the plan does not)."""
-    schema = load_schema("data/breast_cancer.yaml")
-    config = ABCDPConfig(model="data/models/breast_cancer_radius.py:RadiusByDiagnosis",
+    schema = load_schema(f"{ROOT}/data/breast_cancer.yaml")
+    config = ABCDPConfig(model=f"{ROOT}/data/models/breast_cancer_radius.py:RadiusByDiagnosis",
                          n_samples=10, threshold=1.0, epsilon=1.0, seed=0)  # fmt: skip
     summary = suggest_threshold(plan_abcdp_release(schema, config).plan, 569)
     separation = {row["level"]: row["value"] for row in summary["separation"]}
     assert summary["floor"]["q95"] <= summary["suggested"] < 0.5 * separation[0.5]
     suggested = config.model_copy(update={"threshold": summary["suggested"]})
     release = plan_abcdp_release(schema, suggested)
-    real = load_real_rows(release, "data/breast_cancer.csv")
+    real = load_real_rows(release, f"{ROOT}/data/breast_cancer.csv")
     exact = exact_rejection_abc(real, release.plan)
     assert len(exact.accepted) == 10
     assert np.std(exact.posterior[:, 0]) < 0.3 * math.sqrt(1 / 12)

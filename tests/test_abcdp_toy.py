@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from release_fixtures import ROOT
 
 from dprelease.inference.abcdp.kernel import RandomFourierFeatures
 from dprelease.inference.abcdp.model import SimulatorCheck, load_model
@@ -27,10 +28,10 @@ N_DRAWS, REPLICATES = 2000, 40
 @pytest.fixture(scope="module")
 def toy():
     check = SimulatorCheck(
-        load_model("data/models/toy_mixture.py:DirichletUniformMixture"),
-        load_schema("data/models/toy_mixture.yaml"),
+        load_model(f"{ROOT}/data/models/toy_mixture.py:DirichletUniformMixture"),
+        load_schema(f"{ROOT}/data/models/toy_mixture.yaml"),
     )
-    real = check.encoder.encode(pd.read_csv("data/models/toy_mixture.csv"))
+    real = check.encoder.encode(pd.read_csv(f"{ROOT}/data/models/toy_mixture.csv"))
     rng = np.random.default_rng(0)
     features = RandomFourierFeatures(1, 100, 0.12, rng)
     theta = check.prior(rng, N_DRAWS)

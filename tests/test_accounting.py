@@ -226,8 +226,8 @@ def test_pure_histories_get_basic_composition_and_generic_entries_take_half_the_
 
 
 def test_pld_is_enforced_with_rdp_and_reported_only():
-    """The issue's item 3: a pld dataset is enforced with the Rényi filter; the PLD figure is
-    computed and reported, labelled, and it would have admitted releases the filter refuses."""
+    """A pld dataset is enforced with the Rényi filter; the PLD figure is computed and
+    reported, labelled, and it would admit releases the filter refuses."""
     assert enforcing("pld") == enforcing("rdp") == "rdp" and enforcing(None) == "basic"
     cap = Cap(3.0, 1e-5, "pld")
     sigma = gaussian_sigma(1.0, 0.5, 1e-6)

@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from release_fixtures import ROOT
 
 from dprelease.diagnostics.accuracy import (
     CAUTION,
@@ -68,7 +69,7 @@ def test_grade_from_the_medians():
 
 
 def test_the_demo_release_is_graded_poor():
-    """The issue's demo: 31 columns at epsilon 0.8 with the marginals generator (Laplace scale
+    """The bundled demo: 31 columns at epsilon 0.8 with the marginals generator (Laplace scale
     31 / 0.8 on 32 cells per column) on a table of 569 rows: the noise dominates."""
     std = 31 / 0.8 * math.sqrt(2)
     columns = [Measurement((f"c{i}",), 32, "laplace", std, 569.0) for i in range(31)]
@@ -93,7 +94,7 @@ def test_verdict_is_usable_only_when_everything_holds():
     good = grade([one_way(1.0)])
     assert verdict(good, ROWS, "good", 1.1) == {"verdict": USABLE, "reasons": []}
     assert verdict(good, ROWS, "unreliable", None)["verdict"] == CAUTION
-    # the census deployment of issue 18: weights 870 times the noise level from their target
+    # weights 870 times the noise level from their target (a census-sized deployment)
     far = verdict(good, ROWS, "good", 870.0)
     assert far["verdict"] == CAUTION and "870 times the noise level" in far["reasons"][0]
     collapsed = {**ROWS, "distinct": 849, "collapsed": True}
@@ -137,7 +138,7 @@ def test_pgm_states_coarse_relations_on_few_rows_only(rows, coarse, seeded_noise
     from dprelease.generators import make_generator
     from dprelease.schema import load_schema
 
-    encoder = Encoder(load_schema("data/census.yaml"))
+    encoder = Encoder(load_schema(f"{ROOT}/data/census.yaml"))
     generator = make_generator("pgm", encoder, 1.0, 1e-6)
     fitted = generator.fit(encoder.encode(census_like(rows, seed=3)), seeded_noise(2))
     assert all(math.prod(m.shape) == m.cells for m in fitted.measurements)

@@ -287,7 +287,7 @@ def test_planned_spends_carry_the_ledger_parameters_and_typed_mechanisms() -> No
     assert spend.params["scale_rule"] == "(r_t - l_t)/epsilon" and spend.params["per_row"]
     assert (spend.params["a"], spend.params["b"]) == (-0.24, 0.24)
 
-    # Issue 19 item 6: the DP count and the transcript have a joint proof, so ONE entry
+    # The DP count and the transcript have a joint proof, so ONE entry
     # holds their joint (epsilon + epsilon_count, delta_T).
     counted = plan_truncation(_schema(), "wage", 2.0, delta=1e-6)
     (joint,) = counted.planned_spends(design)

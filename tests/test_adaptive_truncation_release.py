@@ -168,7 +168,7 @@ def test_cli_release_with_a_dp_count_through_prefect(prefect_server, census, tmp
     assert "not the real row count" in manifest["dp_row_count"]["note"]
     with Ledger(ledger_url) as book:
         entries = book.entries("census-truncation")
-    # One entry with the joint cost of the count and the transcript (issue 19 item 6).
+    # One entry with the joint cost of the count and the transcript.
     assert [(e.mechanism, e.epsilon, e.delta) for e in entries] == [
         ("adaptive_truncation_laplace", 2.5, 1e-6),
     ]

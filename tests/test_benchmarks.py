@@ -1,5 +1,5 @@
 """The benchmarks run the product's pipeline: a small `benchmarks/release.py` release passes
-the PSIS gate and `dprelease verify` (issue 17)."""
+the PSIS gate and `dprelease verify`."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Calibration weights on top of a generator (issue 18): the target model's DP moments are
-matched, and the generator's measured one-way margins are never moved, tempering included.
+"""Calibration weights on top of a generator: the target model's DP moments are matched, and
+the generator's measured one-way margins are never moved, tempering included.
 
 Tests depending on DP noise are seeded (test noise only, `seeded_noise`)."""
 

@@ -159,11 +159,11 @@ def test_discrepancy_rule_stops_at_the_noise_level():
 def test_discrepancy_rule_does_not_stall_where_the_targets_are_out_of_reach():
     """A weights fit of NYC flights (300 of its 50,000 fit rows, the features that vary
     there: 254 pair and moment coordinates with their noisy targets, 107 held margin cells),
-    with targets no tilt reaches. The former search solved the lowest lambda first, from 0:
-    Newton stalled there (chi2 1e8 against 4.6e5 for flat weights), that chi2 became the
-    floor, and the returned tilt, warm-started from the stalled one, fitted 200 times worse
-    than no tilt at all. The continuation from the flat end returns a tilt that fits better
-    than flat weights and is the optimum at its lambda (gradient zero)."""
+    with targets no tilt reaches. Solving the lowest lambda first, from 0, Newton stalls there
+    (chi2 1e8 against 4.6e5 for flat weights), that chi2 becomes the floor, and a tilt
+    warm-started from the stalled one fits 200 times worse than no tilt at all
+    (docs/decisions/0019-tilt-solver.md). The continuation from the flat end returns a tilt
+    that fits better than flat weights and is the optimum at its lambda (gradient zero)."""
     case = np.load(Path(__file__).parent / "data" / "flights_tilt_held.npz")
     phi = sparse.csr_array((case["data"], case["indices"], case["indptr"]), shape=case["shape"])
     means, variance, held = case["means"], case["variance"], int(case["held"])

@@ -1,6 +1,6 @@
-"""A curator's first hour (issue 9): the default command works, every expected error is one
-clean line without a traceback and comes back before Prefect starts when the data need not
-be read, the ledger does not depend on --out, and invalid rows can be dropped."""
+"""A curator's first hour: the default command works, every expected error is one clean line
+without a traceback and comes back before Prefect starts when the data need not be read, the
+ledger does not depend on --out, and invalid rows can be dropped."""
 
 from __future__ import annotations
 
@@ -249,7 +249,7 @@ def test_on_invalid_rows_drop_publishes_and_says_so(prefect_server, table, tmp_p
 
 def test_opacus_import_cannot_route_prefect_logs_to_the_terminal():
     """Opacus calls logging.basicConfig on import; the CLI claims the root logger first, so no
-    stderr handler appears and Prefect's console handler stays the only one (issue 9)."""
+    stderr handler appears and Prefect's console handler stays the only one."""
     code = (
         "import logging; from dprelease.cli.support import claim_root_logger; "
         "claim_root_logger(); import opacus.utils.module_utils; "
@@ -260,8 +260,8 @@ def test_opacus_import_cannot_route_prefect_logs_to_the_terminal():
 
 
 def test_a_delta_above_the_caps_is_refused_and_a_large_cap_delta_warned(table, tmp_path, capsys):
-    """Issue 19, item 8: `--delta 0.5` against a cap delta of 1e-5 is refused by the checks
-    that read no data (exit 3, before Prefect); a cap delta above 1 / max_rows draws a
+    """A release delta above the cap's (`--delta 0.5` against a cap delta of 1e-5) is refused
+    by the checks that read no data (exit 3, before Prefect); a cap delta above 1 / max_rows draws a
     warning line."""
     from dprelease.cli.support import check_before_run
     from dprelease.errors import BudgetExceededError

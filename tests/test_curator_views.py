@@ -1,6 +1,6 @@
-"""What a curator reads (issue 19 item 16): a readable weights figure on flat weights, full
-release ids in piped `ledger show`, accountant labels that agree after a zCDP (MST) release,
-and help texts listing only the exit codes that apply."""
+"""What a curator reads: a readable weights figure on flat weights, full release ids in piped
+`ledger show`, accountant labels that agree after a zCDP (MST) release, and help texts listing
+only the exit codes that apply."""
 
 from __future__ import annotations
 

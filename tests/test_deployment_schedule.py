@@ -1,4 +1,4 @@
-"""A real Prefect server creates scheduled flow runs from `prefect.yaml` (issue 9).
+"""A real Prefect server creates scheduled flow runs from `prefect.yaml`.
 
 SQLAlchemy 2.1 makes Prefect 3.8's scheduler fail every loop ("Can't evaluate bulk DML
 statement") and no scheduled run ever appears; this test deploys the project's

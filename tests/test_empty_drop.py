@@ -1,7 +1,6 @@
-"""Under --on-invalid-rows drop an empty table publishes on every generator x weights path
-(issue 19 item 1): whether a release exists never depends on one row, so a table that lost
-every row must give a release (from the prior and the noise only), never a refusal after the
-reservation."""
+"""Under --on-invalid-rows drop an empty table publishes on every generator x weights path:
+whether a release exists never depends on one row, so a table that lost every row must give a
+release (from the prior and the noise only), never a refusal after the reservation."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 import numpy as np
 import pandas as pd
 import pytest
+from release_fixtures import ROOT
 
 from dprelease.datasets import census_like
 from dprelease.encoding import MISSING_LEVEL, Encoder, column_dtypes
@@ -60,7 +61,7 @@ def test_encoding_uses_public_bounds_exactly():
 def test_roundtrip_is_exact_on_a_census_table():
     from dprelease.schema import load_schema
 
-    schema = load_schema("data/census.yaml")
+    schema = load_schema(f"{ROOT}/data/census.yaml")
     table = typed(census_like(2000, seed=3), schema)
     encoder = Encoder(schema)
     matrix = encoder.encode(table)

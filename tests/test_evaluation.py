@@ -273,9 +273,9 @@ def test_one_cell_on_a_numeric_and_a_categorical_target(
 
 def test_the_toy_figure_runs_the_calibration_weights(tmp_path):
     # `dprelease evaluate` draws it after the grid with the grid's methods; `calibration` (in
-    # the default grid) needs the toy's public schema (issue 19 item 9: "method
-    # 'calibration' needs option encoder="). The other methods take no schema (the neural
-    # ones cost ~20 s here, so they are left to the CLI test above).
+    # the default grid) needs the toy's public schema (without it: "method 'calibration'
+    # needs option encoder="). The other methods take no schema (the neural ones cost ~20 s
+    # here, so they are left to the CLI test above).
     from dprelease.evaluation.outputs import toy_figure
 
     assert toy_figure(tmp_path, ("none", "beta_debiased", "calibration"), 1.0).is_file()
@@ -283,9 +283,9 @@ def test_the_toy_figure_runs_the_calibration_weights(tmp_path):
 
 def test_each_weight_methods_release_fits_the_cap_on_its_own(reproducible_cell_noise):
     """The grid's delta defaults to each release's own default (the cap's delta in proportion
-    to epsilon): the former fixed 1e-5 refused every cell of a dataset capped at delta 1e-6.
+    to epsilon): a fixed 1e-5 would refuse every cell of a dataset capped at delta 1e-6.
     And each weight method's release gets its own throwaway ledger: on one shared ledger,
-    three releases at epsilon 1 exceeded a cap of 2.5."""
+    three releases at epsilon 1 would exceed a cap of 2.5."""
     from dprelease.datasets import census_like
     from dprelease.schema import Schema
 

@@ -1,5 +1,5 @@
-"""What a new user's first table meets (issue 19 item 11): file and settings problems are
-named in the user's terms, before any data is read or Prefect starts."""
+"""What a new user's first table meets: file and settings problems are named in the user's
+terms, before any data is read or Prefect starts."""
 
 from __future__ import annotations
 

@@ -210,7 +210,7 @@ def test_concurrent_processes_never_overspend(ledger_url, dataset):
     assert {entry.release_id for entry in entries} == reserved
 
 
-# --- typed descriptions and the tight accountant (issue 10) ---------------------------------
+# --- typed descriptions and the tight accountant --------------------------------------------
 
 
 def gaussian_release(epsilon: float = 0.5, delta: float = 1e-6) -> PlannedSpend:
@@ -240,9 +240,9 @@ def test_rdp_dataset_admits_more_gaussian_releases_than_basic(ledger_url, datase
 
 
 def test_a_pld_dataset_is_enforced_with_the_renyi_filter_not_pld(ledger_url, dataset):
-    """Issue 19, item 3: PLD has no filter proof, so it never admits a release. A dataset
-    registered as pld (ledgers from before) is enforced with rdp and says so; the PLD figure
-    is reported, and it would have admitted the release the filter refuses."""
+    """PLD has no filter proof, so it never admits a release. A dataset registered as pld is
+    enforced with rdp and says so; the PLD figure is reported, and it would admit the release
+    the filter refuses."""
     cap = Cap(3.0, 1e-5, "pld")
     release = [gaussian_release()]
     with Ledger(ledger_url) as ledger:
@@ -362,14 +362,16 @@ def test_the_ledger_totals_artifact_fits_the_prefect_ui(ledger_url, dataset):
     assert rows[0]["remaining"].endswith("at the cap's δ")
 
 
-def test_a_ledger_from_before_descriptions_is_migrated(tmp_path):
-    """Old tables (no accountant, no description column) keep working, under basic."""
+def test_a_ledger_without_description_columns_is_migrated_under_basic(tmp_path):
+    """Tables without the accountant and description columns keep working, under basic."""
     import sqlite3
+    from datetime import datetime
 
+    stamp = datetime(2026, 1, 1).isoformat(sep=" ")  # a stored time, as SQLite keeps it
     path = tmp_path / "old.sqlite"
     with sqlite3.connect(path) as db:
         db.executescript(
-            """
+            f"""
             CREATE TABLE dprelease_datasets (name VARCHAR(128) PRIMARY KEY,
                 cap_epsilon FLOAT NOT NULL, cap_delta FLOAT NOT NULL,
                 created_at DATETIME NOT NULL);
@@ -379,9 +381,9 @@ def test_a_ledger_from_before_descriptions_is_migrated(tmp_path):
                 epsilon FLOAT NOT NULL, delta FLOAT NOT NULL, neighbouring VARCHAR(32) NOT NULL,
                 params JSON NOT NULL, status VARCHAR(16) NOT NULL,
                 reserved_at DATETIME NOT NULL, committed_at DATETIME);
-            INSERT INTO dprelease_datasets VALUES ('old', 3.0, 1e-5, '2026-01-01 00:00:00');
+            INSERT INTO dprelease_datasets VALUES ('old', 3.0, 1e-5, '{stamp}');
             INSERT INTO dprelease_ledger_entries VALUES (1, 'old', 'r0', 'laplace', 2.0, 0.0,
-                'add/remove-one', '{}', 'spent', '2026-01-01 00:00:00', NULL);
+                'add/remove-one', '{{}}', 'spent', '{stamp}', NULL);
             """
         )
     with Ledger(f"sqlite:///{path}") as ledger:
@@ -418,7 +420,7 @@ def test_reserve_composes_a_100_entry_history(tmp_path):
     assert composition.methods == ("rdp",) * 101
 
 
-# --- issue 19: commits that understate, deltas no cap can hold ------------------------------
+# --- commits that understate, deltas no cap can hold ----------------------------------------
 
 
 def test_a_commit_that_understates_its_mechanism_is_refused(ledger_url, dataset):

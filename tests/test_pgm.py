@@ -1,4 +1,4 @@
-"""The default `pgm` generator and the public discretisation's exact decoding (issue 18).
+"""The default `pgm` generator and the public discretisation's exact decoding.
 
 Statistical assertions use seeded TEST noise (`seeded_noise`), so they cannot fail by chance.
 """
@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from release_fixtures import ROOT
 
 from dprelease.datasets import census_like
 from dprelease.encoding import Encoder
@@ -29,7 +30,7 @@ from dprelease.privacy.mechanisms import ZCDP, PureEpsilon
 from dprelease.privacy.noise import NoiseSource
 from dprelease.schema import Schema, load_schema
 
-CENSUS = load_schema("data/census.yaml")
+CENSUS = load_schema(f"{ROOT}/data/census.yaml")
 
 
 def _schema(columns: dict, target: str | None = None) -> Schema:
@@ -47,8 +48,8 @@ def _schema(columns: dict, target: str | None = None) -> Schema:
 @pytest.mark.parametrize("spacing", ["equal", "log"])
 @pytest.mark.parametrize("maximum", [77, 100, 1000])
 def test_decoded_integers_stay_in_their_cell_and_match_its_share(maximum, spacing):
-    """Integers with more values than bins: every decoded value lies in the drawn cell (the
-    old decoder drew uniformly in the bin, then rounded onto neighbours' integers)."""
+    """Integers with more values than bins: every decoded value lies in the drawn cell (a
+    value drawn uniformly in the bin and then rounded could land on a neighbour's integer)."""
     column = {"type": "integer", "min": 0, "max": maximum, "spacing": spacing}
     schema = _schema({"visits": column})
     encoder = Encoder(schema)
@@ -161,8 +162,8 @@ def test_model_target_groups_keep_missing_apart_and_follow_the_mass():
 
 def test_pgm_keeps_the_dependence_of_a_skewed_count_target(seeded_noise):
     """A count target with 80 % zeros and 15 % ones, a feature that tells 0 from 1: the
-    model's target groups follow the DP mass, so 0 and 1 are measured apart (the former
-    public groups of equal width merged them and the synthetic rows lost the dependence:
+    model's target groups follow the DP mass, so 0 and 1 are measured apart (public groups of
+    equal width merge them, and the synthetic rows lose the dependence:
     P(flag | 1) - P(flag | 0) 0.0 against 0.7 real)."""
     rng = np.random.default_rng(5)
     n = 20_000

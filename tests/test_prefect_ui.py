@@ -1,7 +1,7 @@
-"""What a curator sees in the Prefect UI (issue 19 item 15): the run's log ends with the
-release path, the ledger and the privacy statement; the artifacts show the real path,
-readable ledger totals under the enforcing accountant, and a description; a failed run logs
-its traceback at most once and stores no exception under PREFECT_HOME."""
+"""What a curator sees in the Prefect UI: the run's log ends with the release path, the ledger
+and the privacy statement; the artifacts show the real path, readable ledger totals under the
+enforcing accountant, and a description; a failed run logs its traceback at most once and
+stores no exception under PREFECT_HOME."""
 
 from __future__ import annotations
 

@@ -81,11 +81,11 @@ def test_noise_distributions(secure):
 
 
 def test_secure_noise_is_applied_to_the_value_not_added_to_its_float_grid():
-    """Issue 19, item 5. Noise drawn on zeros and added in floating point keeps the grid of
+    """Noise drawn on zeros and added in floating point keeps the grid of
     the true value: from x = 0.3, fl(0.3 + z) below 0.1 (down to -0.2) is always a multiple of
     2^-55, while from x = 0.1 about a quarter of those outputs are not, so seeing one proves
     x != 0.3. OpenDP's measurement applied to 0.3 itself reaches them (about half of its
-    outputs there, 5.6 % of all draws): the event no longer separates the two values.
+    outputs there, 5.6 % of all draws): the event does not separate the two values.
     False alarm: no such output in 2,000 draws has probability (1 - 0.056)^2000 < 1e-49."""
     noise = NoiseSource(secure=True)
     n = 2000

@@ -1,5 +1,5 @@
-"""Progress on a stderr that is not a terminal (issue 19 item 14): no bar redraws (`\\r`),
-a line per stage instead; a bar only on a terminal."""
+"""Progress on a stderr that is not a terminal: no bar redraws (`\\r`), a line per stage
+instead; a bar only on a terminal."""
 
 from __future__ import annotations
 

@@ -10,6 +10,7 @@ import sys
 
 import pandas as pd
 import pytest
+from release_fixtures import ROOT
 
 import dprelease
 from dprelease.datasets import census_like
@@ -42,7 +43,7 @@ def test_importing_the_package_imports_no_heavy_dependency():
 
 
 def test_publish_releases_from_a_dataframe_and_the_release_verifies(tmp_path):
-    schema = dprelease.load_schema("data/census.yaml").model_copy(
+    schema = dprelease.load_schema(f"{ROOT}/data/census.yaml").model_copy(
         update={"dataset": "api-census"}
     )
     table = census_like(2000, seed=4)
@@ -65,4 +66,4 @@ def test_publish_releases_from_a_dataframe_and_the_release_verifies(tmp_path):
 
 def test_publish_refuses_an_unknown_config_type(tmp_path):
     with pytest.raises(TypeError, match="SyntheticConfig, TruncationConfig or ABCDPConfig"):
-        dprelease.publish(pd.DataFrame(), "data/census.yaml", object(), out_dir=tmp_path)  # type: ignore[arg-type]
+        dprelease.publish(pd.DataFrame(), f"{ROOT}/data/census.yaml", object(), out_dir=tmp_path)  # type: ignore[arg-type]

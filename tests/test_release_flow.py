@@ -1,4 +1,4 @@
-"""End to end through Prefect (one session-scoped temporary server) and the CLI."""
+"""End to end through Prefect (one temporary server for the pytest session) and the CLI."""
 
 from __future__ import annotations
 
@@ -331,8 +331,8 @@ def test_prefect_yaml_deployments_match_their_flows():
         for schedule in deployment.get("schedules", []):  # on-demand deployments have none
             assert schedule["cron"] and schedule["active"]
         parameters = flow.validate_parameters(deployment["parameters"])
-        # Scheduled runs must not reveal one row through their existence (issue 9): every
-        # flow takes its settings as one validated `config`.
+        # Scheduled runs must not reveal one row through their existence: every flow takes
+        # its settings as one validated `config`.
         assert parameters["config"].on_invalid_rows == "drop"
 
 

@@ -283,6 +283,8 @@ def test_no_two_tildes_of_a_paragraph_render_as_strikethrough(report, release):
 
 
 def test_a_long_history_shows_the_most_recent_releases():
+    from datetime import date
+
     from dprelease.release.report.common import MAX_PAST_RELEASES, budget_section
 
     entries = [
@@ -310,7 +312,8 @@ def test_a_long_history_shows_the_most_recent_releases():
     assert f"has {MAX_PAST_RELEASES + 5} releases in its ledger, this one included; the 20" in text
     rows = [line for line in text.splitlines() if line.startswith("| `r")]
     assert len(rows) == MAX_PAST_RELEASES
-    assert "| `r024` (this release) | 2026-01-25 | 0.2 | 0 | laplace-histograms |" in text
+    day = date(2026, 1, 25).isoformat()  # r024's reserved_at
+    assert f"| `r024` (this release) | {day} | 0.2 | 0 | laplace-histograms |" in text
     assert "| remaining (basic composition) | 5 | 1e-5 |" in text
     assert "accountant" not in text
     manifest.update(accountant="pld", accountant_total={"epsilon": 3.25, "delta": 1e-5})
@@ -334,7 +337,7 @@ def test_distinct_rows_are_counted_and_a_collapse_is_flagged(report, release, ma
         rows = synthetic.iloc[np.zeros(20_000, dtype=int)].reset_index(drop=True)
         return rows.assign(wage=(np.arange(20_000) % distinct_rows).astype(float))
 
-    # the collapsed DP-GAN of issue 18: 849 distinct rows of 20,000 (4 %, above the old 1 %)
+    # a collapsed DP-GAN: 849 distinct rows of 20,000 (4 %, above a threshold of 1 %)
     assert collapse(repeated(849), columns)["collapsed"]
     assert not collapse(repeated(15_000), columns)["collapsed"]
     # an all-categorical schema: 2 x 3 (+ missing) = 8 possible rows, all 8 present is fine

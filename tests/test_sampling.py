@@ -8,6 +8,7 @@ that the tests are deterministic."""
 from __future__ import annotations
 
 import numpy as np
+from release_fixtures import ROOT
 
 from dprelease.datasets import census_like
 from dprelease.encoding import Encoder
@@ -49,7 +50,7 @@ def test_stratified_draws_hold_each_conditions_share_to_one_row_and_keep_each_ro
 
 
 def test_pgm_samples_carry_the_models_target_shares_and_conditionals(seeded_noise):
-    encoder = Encoder(load_schema("data/census.yaml"))
+    encoder = Encoder(load_schema(f"{ROOT}/data/census.yaml"))
     generator = make_generator("pgm", encoder, 1.0, 1e-6)
     model = generator.fit(encoder.encode(census_like(5_000, seed=1)), seeded_noise(3)).state
     n = 20_000
@@ -71,7 +72,7 @@ def test_pgm_samples_carry_the_models_target_shares_and_conditionals(seeded_nois
 
 
 def test_marginals_samples_hold_each_histograms_shares_to_one_row(seeded_noise):
-    encoder = Encoder(load_schema("data/census.yaml"))
+    encoder = Encoder(load_schema(f"{ROOT}/data/census.yaml"))
     generator = make_generator("marginals", encoder, 1.0, 0.0)
     state = generator.fit(encoder.encode(census_like(2_000, seed=1)), seeded_noise(3)).state
     n = 20_000

@@ -21,7 +21,7 @@ columns:
 """
 
 
-def test_issue_example_schema_loads(tmp_path):
+def test_a_schema_of_every_column_type_loads_with_coded_categories_as_strings(tmp_path):
     schema = load_schema(
         write(
             tmp_path,

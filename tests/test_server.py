@@ -83,7 +83,7 @@ def test_a_started_server_outlives_the_command_and_keeps_writing_its_log(files, 
     assert answers("127.0.0.1", port) and recorded(files)[0] == running
     log = files.log_file.read_text()
     assert "stdout line" in log and "stderr line" in log
-    assert os.getsid(running.pid) == running.pid  # its own session: no hang-up reaches it
+    assert os.getsid(running.pid) == running.pid  # its own process session: no hang-up
     assert status(files)[0]
     assert "stopped the Prefect server" in stop(files)
     assert not files.pid_file.exists() and not answers("127.0.0.1", port)

@@ -1,7 +1,7 @@
-"""The fast path is the easy one (issue 19 item 17): without a configured Prefect server the
-CLI says that it starts a temporary one and how to start a server once; with a configured
-server that answers it says nothing; with one that does not answer it fails with one line
-saying how to start it, before the flow (and so before any data is read)."""
+"""The fast path is the easy one: without a configured Prefect server the CLI says that it
+starts a temporary one and how to start a server once; with a configured server that answers it
+says nothing; with one that does not answer it fails with one line saying how to start it,
+before the flow (and so before any data is read)."""
 
 from __future__ import annotations
 

@@ -346,7 +346,7 @@ def test_the_enforcing_accountants_total_is_recomputed_from_the_ledger(copy):
     small = Spend(tight.epsilon - 0.1, 1e-5)
     restate(copy, cap=small, accountant="rdp", tight=rdp_total(copy, small))
     assert failed(copy) == {"within-cap"}
-    # A release of a dataset recorded as pld (before this version) is checked with rdp: its
+    # A release of a dataset recorded as pld is checked with rdp: its
     # stated PLD total is not trusted, the recomputed Rényi total must fit.
     restate(copy, cap=small, accountant="pld", tight=Spend(0.5, 1e-5))
     assert failed(copy) == {"within-cap"}
@@ -355,8 +355,9 @@ def test_the_enforcing_accountants_total_is_recomputed_from_the_ledger(copy):
 
 
 def test_a_release_delta_above_the_caps_fails(copy):
-    """Issue 19, item 8: `--delta 0.5` against a cap delta of 1e-5 published (0.2, 0.1) on the
-    weights and verify passed under pld; the release's own delta must fit the cap's."""
+    """A release whose own delta exceeds the cap's delta fails verification, under pld too
+    (e.g. `--delta 0.5` against a cap delta of 1e-5): the release's own delta must fit the
+    cap's."""
     release = Spend(**manifest_of(copy)["release_spend"])  # delta 1e-6
     cap = Spend(10.0, release.delta / 2)
     restate(copy, cap=cap, accountant="pld", tight=Spend(1.0, cap.delta))
@@ -449,8 +450,8 @@ def test_a_release_published_by_the_cli_verifies(prefect_server, tmp_path):
 
 
 def test_a_cap_delta_above_one_over_max_rows_is_stated_and_verifies(tmp_path):
-    """Issue 19, item 8: the warning is in the manifest and the privacy statement (hence the
-    report), and the verifier accepts the statement with it."""
+    """A cap delta above 1 / max_rows is warned about in the manifest and the privacy
+    statement (hence the report), and the verifier accepts the statement with it."""
     from release_fixtures import census_schema
 
     from dprelease.schema import Budget

@@ -82,7 +82,7 @@ def test_import_does_not_load_heavy_dependencies():
 
 
 def test_discriminator_weights_are_tempered_until_psis_accepts_them():
-    """Issue 19 item 10: a discriminator with a heavy-tailed logit (k-hat far above 0.7, as
+    """A discriminator with a heavy-tailed logit (k-hat far above 0.7, as
     a DP-GAN's at epsilon 1) gives weights the release's PSIS gate accepts (tempered, or flat
     as a last resort), so the release does not stop after its spend."""
     from dprelease.diagnostics import diagnose_weights

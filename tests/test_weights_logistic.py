@@ -254,7 +254,7 @@ def test_refusals(toy):
         with pytest.raises(InputError, match="different number of encoded features"):
             estimate(method, real[:, :1], synthetic, epsilon=1e6, delta=1e-5)
         # No real rows (an empty table under --on-invalid-rows drop) is not a refusal: the
-        # release must still publish (issue 19 item 1).
+        # release must still publish.
         empty = estimate(method, real[:0], synthetic, epsilon=1e6, delta=1e-5)
         assert np.isfinite(empty.log_weights).all()
         with pytest.raises(InputError, match="unexpected keyword"):

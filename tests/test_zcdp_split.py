@@ -61,12 +61,12 @@ def test_default_release_is_one_zcdp_entry_that_spends_exactly_its_budget():
     assert weights["rho"] == pytest.approx(0.05 * release_rho, rel=1e-9)
     # Each part's own (epsilon, delta) is its rho converted at the release's delta.
     assert weights["epsilon"] == pytest.approx(zcdp_epsilon(weights["rho"], 1e-6), rel=1e-9)
-    # More budget than splitting epsilon and delta gave: the generator's rho then was
-    # zcdp_rho(0.8, 8e-7), the weights' that of an analytic Gaussian at (0.2, 2e-7), whose
-    # noise the default share keeps (within 5 %).
+    # More budget than splitting epsilon and delta gives: that split leaves the generator
+    # zcdp_rho(0.8, 8e-7) and the weights an analytic Gaussian at (0.2, 2e-7), whose noise
+    # the default share keeps (within 5 %).
     assert generator["rho"] > 1.4 * zcdp_rho(0.8, 8e-7)[0]
-    former = gaussian_sigma(plan.weights_plan["sensitivity"], 0.2, 2e-7)
-    assert plan.weights_plan["noise_scale"] == pytest.approx(former, rel=0.05)
+    split_sigma = gaussian_sigma(plan.weights_plan["sensitivity"], 0.2, 2e-7)
+    assert plan.weights_plan["noise_scale"] == pytest.approx(split_sigma, rel=0.05)
     assert plan.configuration()["budget_split"]["rho"] == pytest.approx(release_rho)
 
 

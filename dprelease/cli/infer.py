@@ -1,4 +1,5 @@
-"""`dprelease infer ...`: releases of posterior inference on a real table (seeds 002, 004).
+"""`dprelease infer ...`: releases of posterior inference on a real table (adaptive
+truncation, Yildirim 2023; ABCDP, Park et al. 2021).
 
 Each inference kind adds its commands to `infer_app`; they share the plumbing of
 `dprelease.cli.support` (one-line errors, exit codes, checks before Prefect starts).
@@ -250,11 +251,11 @@ def abcdp(
     vector technique on the MMD to the real table); print the release directory.
 
     The model is a class with parameter_names, columns (schema columns it simulates),
-    sample_prior(rng, size) returning a (size, p) array, and simulate(theta, m, rng)
-    returning a DataFrame. Written one draw at a time (theta of shape (p,), m rows; called
-    once per draw) or batched (theta of shape (B, p), B*m rows, faster). Declare
-    `batched = False` / `batched = True`, or let the dry run detect it (README, "Posterior
-    releases"). A per-draw example:
+    sample_prior(rng, size) returning a (size, p) array, and simulate(theta, m, rng) returning a
+    DataFrame. Written one draw at a time (theta of shape (p,), m rows; called once per draw) or
+    batched (theta of shape (B, p), B*m rows, faster). Declare `batched = False` /
+    `batched = True`, or let the dry run detect it (docs/user-guide/posterior.md). A per-draw
+    example:
 
     \b
         class Model:

@@ -6,8 +6,9 @@ tuned for long-running programs, re-scanned that heap about 830 times during one
 the bundled 569-row table (1.6 s of a 12 s run on the 2-core reference machine) and once more
 while the interpreter shut down (about 2 s). `tune_gc` lets generation 0 grow to 50,000
 allocations (11 collections per release, 0.6 s) and freezes the heap at exit (`gc.freeze`:
-the shutdown collection skips it); CPU time of the release fell from 6.9-7.5 s to 5.2-5.5 s
-(`benchmarks/cli_latency.py` prints it). Nothing else changes: cycles are still collected.
+the shutdown collection skips it): the release takes 5.2-5.5 s of CPU against 6.9-7.5 s
+without it (`benchmarks/cli_latency.py` prints it; docs/decisions/0030-scale-and-latency.md).
+Nothing else changes: cycles are still collected.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ stderr piped to the starting command, which exits at once: the server's first lo
 that meets a pipe nobody reads, and the failed write ends the server (without network,
 Prefect's telemetry error does it 20-40 s after the start), leaving its `server.pid` behind
 for the next start to refuse. `start` runs `prefect server start` in the foreground mode
-instead, in a session of its own (no terminal hang-up reaches it), stdin from /dev/null,
+instead, in a process session of its own (no terminal hang-up reaches it), stdin from /dev/null,
 stdout and stderr appended to a log file; it records the process in a pid file, waits for
 the server's health check (`/api/health`; 15-25 s on a small machine) and then points the
 active Prefect profile at it (`PREFECT_API_URL`), so every later `dprelease` run uses it.
@@ -17,7 +17,7 @@ Files (`ServerFiles`), in PREFECT_HOME: `dprelease-server.pid` (JSON: pid, host,
 command line) and `dprelease-server.log`. A pid file whose process is gone, or whose pid now
 belongs to another command line, is stale: `start` removes it and starts a server, `stop`
 removes it; a live one makes `start` say where the server runs. `stop` sends SIGTERM to the
-server's session (SIGKILL after `STOP_TIMEOUT` s) and leaves the profile pointing at the
+server's process session (SIGKILL after `STOP_TIMEOUT` s) and leaves the profile pointing at the
 stopped server, so the next `start` brings it back; until then a release says in one line
 that the configured server does not answer (`support.check_prefect_server`).
 """
@@ -205,7 +205,7 @@ def start(
 
 def _signal_session(pid: int, signum: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signum)  # the server leads its own session and process group
+        os.killpg(pid, signum)  # the server leads its own process session and group
 
 
 def _reap(pid: int) -> None:

@@ -27,9 +27,8 @@ generator measured no marginals (the DP-GANs).
 Coarse relations (`coarse_relations`). The expected TVD grades the noise per measured cell,
 not how coarse the cells are: on a few hundred rows a graphical model measures the
 relations between columns with every column in two cells (above or below a DP split), and
-the synthetic rows' relations come out weaker or are lost to the noise (AER Affairs, 601
-rows, epsilon 1, 12 releases: correlation of the count of affairs with the marriage rating
--0.09 synthetic, from +0.03 to -0.19, against -0.28 real). A column is "in two cells"
+the synthetic rows' relations come out weaker or are lost to the noise (a correlation of
+-0.28 on 601 rows comes out near -0.09 at epsilon 1). A column is "in two cells"
 when it has more than two cells of its own (its one-way measurement) but at most two on its
 axis of every multi-way marginal that holds it (the generator's `Measurement.shape`); when
 at least half of the columns with more than two cells that enter a multi-way marginal are,
@@ -38,17 +37,16 @@ the relations are coarse.
 Inside a cell. The marginal-based generators draw a numeric column's value inside its
 measured cell apart from the other columns (`pgm` couples an ordered target and each numeric
 feature by a Gaussian copula near each cell, `generators.pgm.latent`), so with a
-categorical target a relation that changes inside a cell comes out flatter: ISLR's
-Default (10,000 rows, 3 % defaults, epsilon 1), whose balance entered the tables with the
-target in 11 cells, gave a logistic slope of balance of 2.94 synthetic against 5.74 real,
-and the real rows with each balance drawn uniformly inside the same 11 cells of equal mass
-give 2.70. The report names each numeric column's cells with a categorical target
+categorical target a relation that changes inside a cell comes out flatter (a logistic
+slope about half the real one where a feature enters the tables with the target in 11
+cells; the real rows with each value drawn uniformly inside the same cells give the same
+flattening). The report names each numeric column's cells with a categorical target
 (`cells_with_target`).
 
 Collapse (`collapse`). A generator can produce few distinct rows whatever its weights' PSIS
 diagnostics say (PSIS judges the weights, not the rows): with a continuous column every
 synthetic row should be distinct, so fewer than `DISTINCT_CONTINUOUS` (50 %) distinct rows is
-a collapse (a collapsed DP-GAN gave 849 distinct rows of 20,000: 4 %); without one, fewer
+a collapse (a collapsed DP-GAN gives a few per cent); without one, fewer
 distinct rows than `COLLAPSE_FRACTION` (1 %) of what the release could hold (its row count,
 or the size of the schema's public domain when smaller). Categories of the schema that no
 synthetic row has are listed (the generator may have lost them).
@@ -59,7 +57,8 @@ Verdict (`verdict`): "usable" only when the grade is good, the relations are not
 column is crowded, no column's mean or far tail rests on weak cells, the generator did not
 collapse and the weights are reliable and reached what they were fitted to; "not usable"
 when the noise dominates or the generator collapsed; "usable with caution" otherwise, with
-the reasons.
+the reasons (measurements of every check:
+docs/decisions/0025-report-relations-and-collapse.md).
 """
 
 from __future__ import annotations

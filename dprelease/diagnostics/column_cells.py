@@ -2,54 +2,42 @@
 relations finer than a cell are lost, and cells the DP noise alone can fill, on which a mean
 or a far tail may rest. Computed from the synthetic rows and the generator's DP
 measurements only (docs/privacy-model.md section 8); `diagnostics.accuracy.verdict` names
-the columns these checks flag.
+the columns these checks flag (measurements:
+docs/decisions/0024-report-weak-cells-and-far-tails.md).
 
-Crowded cells (`cell_crowding`). The grade says nothing about how wide the cells are where
-the rows are: a column whose public bounds are far wider than its rows keeps them in a few
-of its equal-width cells, inside which synthetic values are drawn uniformly, so every
-relation at a finer scale is lost whatever the noise (NYC flights 2013, 336,776 rows,
-delays bounded by -120 and 1,440 minutes: 90 % of the rows in 3 of 64 cells of 24 minutes,
-and the correlation of departure and arrival delay 0.45 synthetic against 0.92 real). A
-numeric column whose cells are wider than one value is crowded when `CROWDED_SHARE` (90 %)
-of its synthetic rows with a value lie in at most `CROWDED_FRACTION` (1/8) of its cells (the
-cells of its one-way measurement), counted on the synthetic rows (a DP output).
+Crowded cells (`cell_crowding`). The grade says nothing about how wide the cells are where the
+rows are: a column whose public bounds are far wider than its rows keeps them in a few of its
+equal-width cells, inside which synthetic values are drawn uniformly, so every relation at a
+finer scale is lost whatever the noise (delays in minutes bounded by -120 and 1,440 whose rows
+sit near 0: 90 % of the rows in 3 of 64 cells of 24 minutes). A numeric column whose cells are
+wider than one value is crowded when `CROWDED_SHARE` (90 %) of its synthetic rows with a value
+lie in at most `CROWDED_FRACTION` (1/8) of its cells (the cells of its one-way measurement),
+counted on the synthetic rows (a DP output).
 
-Weak cells (`weak_cells`). A numeric column bounded far beyond its rows has many empty
-cells, and the noise lifts some of them above zero: a few synthetic rows far out, which
-barely move the TVD but move the mean (COUNT's rwm5yr, 19,609 person-years, doctor and
-hospital visits bounded at 365, epsilon 1: the synthetic mean of hospital visits 1.1-1.6
-against 0.14 real, of doctor visits 4.7-6.5 against 3.2). A cell's DP count is its share of
-the synthetic rows (all of them, "missing" included) times the measurement's noisy total N~,
-so that a nullable column's cells are not inflated by the share of rows without a value. A
-cell is strong (`strong_cells`) when its DP count reaches `WEAK_SDS` (2) noise standard
-deviations and it lies in the column's body or in a run of such cells whose sum the noise
-alone leaves nowhere in the column with probability above 1 % (the Bonferroni bound z std
-sqrt(r) of `generators.pgm.one_way.stray_runs` over the column's cells: z = 3.6 for 64
-cells); every other cell is weak: whether it holds real rows is not resolved. The noise
+Weak cells (`weak_cells`). A numeric column bounded far beyond its rows has many empty cells,
+and the noise lifts some of them above zero: a few synthetic rows far out, which barely move
+the TVD but move the mean (visit counts bounded at 365 whose rows sit near 0). A cell's DP
+count is its share of the synthetic rows (all of them, "missing" included) times the
+measurement's noisy total N~, so that a nullable column's cells are not inflated by the share
+of rows without a value. A cell is strong (`strong_cells`) when its DP count reaches `WEAK_SDS`
+(2) noise standard deviations and it lies in the column's body or in a run of such cells whose
+sum the noise alone leaves nowhere in the column with probability above 1 % (the Bonferroni
+bound z std sqrt(r) of `generators.pgm.one_way.stray_runs` over the column's cells: z = 3.6 for
+64 cells); every other cell is weak: whether it holds real rows is not resolved. The noise
 lifts an empty cell past 2 SDs with probability 0.023, some one of 30 empty cells with
-probability 0.5: the second condition keeps such an isolated cell from counting as strong.
-The synthetic mean with and without the rows in weak cells is recorded, and the weak cells
-move the mean when they shift it by more than `MEAN_SHIFT_LIMIT` (0.25) standard deviations
-of the other rows (or every cell is weak). Without them rwm5yr's means are 0.24-0.25 and
-2.9-3.2.
+probability 0.5: the second condition keeps such an isolated cell from counting as strong. The
+synthetic mean with and without the rows in weak cells is recorded, and the weak cells move the
+mean when they shift it by more than `MEAN_SHIFT_LIMIT` (0.25) standard deviations of the other
+rows (or every cell is weak).
 
 Far tails (`weak_cells`, `noisy_tails`). A tail can rest on weak cells without moving the
 mean much. A column's far tail rests on noise when at least `TAIL_SHARE` (1 %) of its
 synthetic rows with a value lie beyond its strong cells (above the highest or below the
 lowest strong cell): its 99th (or 1st) percentile, and every value beyond it, then lies in
-cells the noise alone can fill; the threshold is that definition, not a tuned number.
-carData's SLID (7,425 rows, hourly wages the target, bounded at 100 against a real maximum
-of 49.9; `benchmarks/tail_verdict.py`, default releases): at epsilon 1 the synthetic 99th
-percentile of wages was 2.1-6.8 real SDs above the real one and the rule named wages in 16
-of 16 releases; counting a cell strong at 2 SDs alone, on the shares of the rows with a
-wage, named it in 6 of 16 (3.6-6.6 SDs high): cells the noise had lifted near the bound held
-up the strong cells. At epsilon 3 (0.6-3.6 SDs high) 8 of 8, against 2 of 8 with the other 6
-read "usable". It named SLID's age and education (thin real tails, 1st and 99th percentiles
-within 1 SD) in 25 of 32 releases' columns, against 12. AER's CPS1988 (28,155 rows, bounds
-near the rows): no column named, "usable" in 8 of 8 releases either way. The census-like
-demo table (30,000 rows; "usable with caution" either way, its capital gains crowded): 7 of
-40 numeric columns named, 3 of them with a 1st or 99th percentile more than 1 real SD off,
-and none of the others that far off; against 3 named and 5 of the others that far off.
+cells the noise alone can fill; the threshold is that definition, not a tuned number. A cell
+counted strong at 2 SDs alone, on the shares of the rows with a value, misses such tails where
+cells the noise lifted near a bound hold up the strong cells; the run condition above names
+them.
 """
 
 from __future__ import annotations

@@ -15,9 +15,9 @@ the true tail is bounded (Pareto k = -inf). Weights with W <= `BOUNDED_WEIGHT_RA
 reliable whatever PSIS fitted: their verdict is "ok" with the reason stated, and they are
 left unsmoothed (the fitted tail does not describe them; its k-hat is still reported). This
 matters for weights with few distinct values: ties in the tail make the generalized Pareto
-fit fail (k-hat = inf, as loo reports) or fit a spurious heavy tail. On RAND HIE 2 of 20 default
-calibration weights were refused that way, with every row at most 2.2 times the mean and
-ESS 92% or more.
+fit fail (k-hat = inf, as loo reports) or fit a spurious heavy tail, which would refuse
+calibration weights with every row at most a few times the mean
+(docs/decisions/0021-bounded-weights-and-the-psis-gate.md).
 """
 
 from __future__ import annotations

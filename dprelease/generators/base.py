@@ -71,8 +71,9 @@ class FittedGenerator:
         self, n: int, rng: np.random.Generator, *, batch_rows: int = SAMPLE_BATCH_ROWS
     ) -> np.ndarray:
         """Draw n encoded rows in batches of at most `batch_rows`, each written into the
-        output as it is drawn (concatenating the batches held every row twice: 1.8 GB at the
-        peak of 400,000 rows of 134 encoded columns, issue 18)."""
+        output as it is drawn (concatenating the batches would hold every row twice: 1.8 GB at
+        the peak of 400,000 rows of 134 encoded columns;
+        docs/decisions/0030-scale-and-latency.md)."""
         if n < 1:
             raise ValueError("the number of synthetic rows must be at least 1")
         out = np.empty((n, self.generator.encoder.width))

@@ -7,7 +7,8 @@ cells of their own, `bound_split_edges`, or for an integer column with `spacing:
 geometrically widening ones, `log_edges`; an integer column with at most `bins` values gets
 one bin per value, a continuous column with a codebook `values` cells of its codebook
 values, `codebook_cells`), plus a "missing" cell when nullable. Nothing here reads bounds or
-categories from the data: the edges depend only on the schema and `bins`.
+categories from the data: the edges depend only on the schema and `bins` (measurements:
+docs/decisions/0014-codebooks.md, docs/decisions/0016-integer-bound-cells-and-log-spacing.md).
 
 `cell_index` maps each encoded row to its cell of a column (each row lies in exactly one cell
 of each column, which is what the histogram sensitivities count); `write_cells` maps cells
@@ -93,10 +94,10 @@ def bound_split_edges(span: int, bins: int) -> np.ndarray:
     with each bound's integer split off into a cell of its own where its equal-width cell
     holds more integers (span > bins): bins + `BOUND_CELLS` cells.
 
-    Integer columns keep their point masses at the bounds: a count's zeros (AER's NMES1988,
-    bounds 0-200 on 32 cells of about 6 integers: the zeros of visits to a non-physician,
-    68 % of the rows, came out as 13 %, drawn uniformly among 0-6 in their cell; 67-69 % with
-    these cells) and values top-coded or clipped at a bound. The extra edges sit half
+    Integer columns keep their point masses at the bounds: a count's zeros (bounds 0-200 on
+    32 equal-width cells of about 6 integers would spread 68 % zeros uniformly over 0-6;
+    docs/decisions/0016-integer-bound-cells-and-log-spacing.md) and values top-coded or
+    clipped at a bound. The extra edges sit half
     an integer inside each bound, as `log_edges`' do, and are the same at every `bins`, so
     the cells at `bins` nest in those at 2 `bins` (`refinement`). Public: the bounds and
     `bins` only."""

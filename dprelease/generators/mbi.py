@@ -39,8 +39,9 @@ restores afterwards; within-bin values are drawn from the user's generator direc
 
 Synthesis uses `synthetic_data(method="sample")`: i.i.d. ancestral sampling from the fitted
 model. mbi 1.1's default `method="round"` draws sibling columns from one shared rank inside
-each parent configuration and links them monotonically (issue 14: rank correlation 0.93
-between two nearly independent columns), so it is never used here. Numeric values are decoded
+each parent configuration and links them monotonically (rank correlation 0.93 between two
+nearly independent columns), so it is never used here. The defaults below and their
+measurements: docs/decisions/0023-other-generators-defaults.md. Numeric values are decoded
 within their bin uniformly (`domain.write_cells`; integers with one cell per value exactly).
 """
 
@@ -64,7 +65,7 @@ from dprelease.progress import stage_progress
 
 DEFAULT_BINS = 16
 # Mirror-descent iterations per model fit (mbi's default is 1000). AIM refits after every
-# round, so this bounds its run time (benchmarks/fidelity.py runs its OpenDP peers at 300).
+# round, so this bounds its run time; the fidelity study runs its OpenDP peers at 300 too.
 DEFAULT_ITERS = 300
 # AIM: OpenDP's default degree (3) and model-size cap (80 MB); rounds capped for run time
 # (OpenDP's default is 16 x columns).

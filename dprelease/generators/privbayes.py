@@ -41,13 +41,14 @@ epsilon-DP by basic composition; the split is `structure_fraction`, default 0.3 
 beta = 0.3).
 
 Degree. The paper picks k by "theta-usefulness", which needs the private n; here k is a public
-option, `degree`, default 1 (a tree). On the census demo table k = 1 beat k = 2 in 1- and 2-way
-marginal distance at every size and epsilon we measured (n = 5,000 and 30,000; epsilon 1 and
-10): the R score, like mutual information, grows with the table size even between independent
-columns, so k = 2 picks large parent sets whose sparse tables the noise then flattens. Use
-degree >= 2 for higher-order dependencies (e.g. y = x1 xor x2) and large tables. Memory: a
-table has the product of k + 1 column sizes cells; if the largest possible table exceeds
-`max_cells` the generator refuses at construction, before any data is read.
+option, `degree`, default 1 (a tree). On the census demo table k = 1 beats k = 2 in 1- and
+2-way marginal distance at n = 5,000 and 30,000 and epsilon 1 and 10
+(docs/decisions/0023-other-generators-defaults.md): the R score, like mutual information,
+grows with the table size even between independent columns, so k = 2 picks large parent sets
+whose sparse tables the noise then flattens. Use degree >= 2 for higher-order dependencies
+(e.g. y = x1 xor x2) and large tables. Memory: a table has the product of k + 1 column sizes
+cells; if the largest possible table exceeds `max_cells` the generator refuses at construction,
+before any data is read.
 
 Sampling is ancestral: the first table jointly, then every child given its sampled parents,
 then a value uniform in each numeric bin.

@@ -1,7 +1,7 @@
 """Drawing synthetic cells from categorical distributions, stratified so that the drawn
 counts carry the distribution's shares rather than a multinomial sampling error. Sampling is
 post-processing of DP outputs: the random generator here is the caller's sampling generator,
-never the DP noise source."""
+never the DP noise source (measurements: docs/decisions/0012-stratified-sampling.md)."""
 
 from __future__ import annotations
 

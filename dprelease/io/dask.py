@@ -7,9 +7,9 @@ is validated, clipped and encoded by the same code as a chunk of `dprelease.io.s
 sum comes back; the noise is then drawn ONCE, on the reduced counts, by the caller
 (`IndependentMarginals.fit_counts`), never per partition: per-partition noise would be a
 different mechanism (k times the noise variance for k partitions) and is not what the
-ledger reserves.
+ledger reserves (docs/decisions/0030-scale-and-latency.md).
 
-What crosses the network (README "Scale"): the workers read the files themselves (they need
+What crosses the network (docs/how-to/scale.md): the workers read the files themselves (they need
 access to the path), and send exact, private cell counts to the client. Both ends must sit
 inside the curator's trust boundary; nothing is written to disk by this code (configure the
 workers without spilling). Errors raised on a worker are `InputError`s with the same clean

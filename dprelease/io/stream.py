@@ -13,7 +13,8 @@ Privacy of a multi-pass use (the streaming logistic fit re-reads the table): eve
 see the same rows, so each pass checks that the files' sizes and modification times are the
 ones seen when the input was opened and refuses otherwise. The number of rows a pass kept is
 private: `scan` returns it in memory to its caller (the empty-table refusal, the logistic
-solver's warm start), never in a message, a log line or an output.
+solver's warm start), never in a message, a log line or an output. Measurements of memory and
+throughput: docs/decisions/0030-scale-and-latency.md.
 """
 
 from __future__ import annotations
@@ -44,9 +45,10 @@ DEFAULT_POLICY = InputPolicy()
 
 def chunk_rows_for(width: int) -> int:
     """Rows per chunk for an encoding `width` columns wide: CHUNK_ROWS, fewer when an encoded
-    chunk would pass CHUNK_BYTES. A one-hot-wide table held WORKERS chunks of 262,144 x 134
-    float64 values in flight (NYC flights: 880 MB at the scan for 8 MB of counts); narrow
-    ones (the census-like table, 14 wide) keep the full chunk."""
+    chunk would pass CHUNK_BYTES. A one-hot-wide table would hold WORKERS chunks of
+    262,144 x 134 float64 values in flight (880 MB at the scan for 8 MB of counts); narrow
+    ones (the census-like table, 14 wide) keep the full chunk
+    (docs/decisions/0030-scale-and-latency.md)."""
     return max(1, min(CHUNK_ROWS, CHUNK_BYTES // (8 * max(width, 1))))
 
 

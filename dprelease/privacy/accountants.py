@@ -1,5 +1,5 @@
 """Accountants of a dataset's ledger: `basic` and `rdp` enforce the cap; `pld` is reported
-(docs/privacy-model.md section 7).
+(docs/privacy-model.md section 7; measurements: docs/decisions/0026-accountants.md).
 
 The cap check is a privacy filter (each release is planned after the earlier ones were seen),
 so only accountants proven for adaptively chosen mechanisms and parameters may admit a
@@ -13,9 +13,9 @@ release:
   more small Gaussian, DP-SGD and zCDP releases than basic (benchmarks/accounting.py), but
   fewer when one release with delta > 0 spends most of the cap: the Rényi-to-DP conversion
   and the split of delta over the orders cost epsilon there. Choose per dataset.
-- `pld`: the name datasets were registered with before this version. Its composition had no
-  filter proof, so such datasets are enforced with `rdp` from now on (`ENFORCED_BY`), and a
-  schema may still say `pld` with that meaning. The PLD epsilon of the history at the cap's
+- `pld`: a name a ledger may hold for a dataset. PLD composition has no filter proof, so such
+  datasets are enforced with `rdp` (`ENFORCED_BY`), and a schema may say `pld` with that
+  meaning. The PLD epsilon of the history at the cap's
   delta is still computed for rdp datasets and REPORTED (`Composition.fixed_in_advance`;
   `ledger show`, manifest, privacy statement), labelled as valid for a sequence of
   mechanisms fixed in advance (`FIXED_IN_ADVANCE`), never to admit a release

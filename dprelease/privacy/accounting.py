@@ -8,7 +8,7 @@ so the order of entries never changes a decision. A spend fits the cap when its 
 not exceed the cap by more than a relative `CAP_RTOL` (1e-9 of the cap, `at_most`), which
 absorbs the rounding of sums such as 0.1 + 0.2 against 0.3 (relative errors near 1e-16) and
 nothing of meaning. The tolerance is relative on epsilon and on delta alike: an absolute one
-would let a cap's delta of 1e-12 be overspent by 100 %.
+would let a cap's delta of 1e-12 be overspent by 100 % (docs/decisions/0026-accountants.md).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ A ledger entry records (epsilon, delta) (what basic composition sums and what ev
 prints) and, separately, the typed mechanism that ran (what the Rényi filter composes). The two
 must agree: an entry whose mechanism is LESS private than its recorded (epsilon, delta) would
 be undercounted by basic composition, and a commit that swaps a generic reservation for such
-a mechanism would be spending more than it reserved (issue 19, item 7). `check_guarantee`
+a mechanism would be spending more than it reserved. `check_guarantee`
 refuses both; the ledger calls it on every planned spend and on every description a commit
 introduces.
 

@@ -17,18 +17,18 @@ Gaussian noise drawn in floating point and added to the values; the selection is
 exponential mechanism by the Gumbel-max trick.
 
 Secure mode (`NoiseSource(secure=True)`, `--secure-noise`): OpenDP's measurements applied to
-the values themselves (issue 19, item 5). Noise drawn on zeros and added in floating point is
-not secure: fl(x + z) keeps the floating-point grid of x (Mironov 2012). Under Laplace(1),
-every output of fl(0.3 + z) in (-0.2, 0.1) is a multiple of 2^-55, while 23 % of those of
-fl(0.1 + z) are not (measured on 200,000 draws; the issue counts 3.2 % of all outputs below
-0.1): one such output proves x != 0.3 (tests/test_privacy_calibration.py checks the event).
-OpenDP's `make_laplace` / `make_gaussian` on floats add exact discrete Laplace / Gaussian noise
-on the grid 2^-1074 (every float is a multiple of it, so the input is not rounded: `map(d) = d
-/ scale` exactly) to the exact input and round the exact sum once, so any float can come out
-whatever the input's grid (53 % of the outputs in that interval are off the 2^-55 grid from 0.3
-as from 0.1). Their privacy curve is the continuous mechanism's up to terms of order 2^-1074 /
-scale, far below the float64 resolution of the accountants, so the ledger's Laplace and
-Gaussian descriptions stay valid.
+the values themselves (docs/decisions/0027-secure-noise.md). Noise drawn on zeros and added in
+floating point is not secure: fl(x + z) keeps the floating-point grid of x (Mironov 2012).
+Under Laplace(1), every output of fl(0.3 + z) in (-0.2, 0.1) is a multiple of 2^-55, while 23 %
+of those of fl(0.1 + z) are not (measured on 200,000 draws; 3.2 % of all outputs below 0.1):
+one such output proves x != 0.3 (tests/test_privacy_calibration.py checks the event). OpenDP's
+`make_laplace` / `make_gaussian` on floats add exact discrete Laplace / Gaussian noise on the
+grid 2^-1074 (every float is a multiple of it, so the input is not rounded:
+`map(d) = d / scale` exactly) to the exact input and round the exact sum once, so any float
+can come out whatever the input's grid (53 % of the outputs in that interval are off the 2^-55
+grid from 0.3 as from 0.1). Their privacy curve is the continuous mechanism's up to terms of
+order 2^-1074 / scale, far below the float64 resolution of the accountants, so the ledger's
+Laplace and Gaussian descriptions stay valid.
 Counts (`counts=True`) get integer-valued noise: the same measurement applied to the count,
 rounded to the nearest integer (post-processing, so the Laplace / Gaussian description of
 the count stays exact; the rounding adds about 1/12 to the noise variance). OpenDP's
@@ -38,10 +38,10 @@ than the continuous Laplace's that the ledger composes: the description would ha
 with the noise mode, so it is not used.
 The selection uses OpenDP's `make_noisy_max` (report noisy max with exponential noise, i.e.
 permute-and-flip; McKenna and Sheldon 2020, Ding et al. 2021), epsilon-DP at scale
-2 sensitivity / epsilon, like the exponential mechanism it replaces. A permutation has no
+2 sensitivity / epsilon, like the default mode's exponential mechanism. A permutation has no
 floating-point representation to attack; it comes from the OS-entropy generator in both modes.
-Secure mode is slower (about 2.4 s per 100,000 float values, 1 s per 100,000 counts on this
-machine, vectorised measurements over a vector domain).
+Secure mode is slower (about 2.4 s per 100,000 float values, 1 s per 100,000 counts on the
+2-core reference machine, vectorised measurements over a vector domain).
 
 Every mechanism in dprelease receives its noise from one of these objects, so the only way
 to make noise reproducible is a subclass written in a test (see tests/conftest.py).

@@ -8,7 +8,8 @@ for mechanisms AND privacy parameters chosen adaptively. Basic composition is (R
 filter that composes whole privacy profiles and stops when a target profile is crossed is not
 valid in general (Regehr, Hu, Leeman, Manurangsi, Tholoniat and Lécuyer 2026; Tran, Koskela,
 Räisä and Honkela 2026 for f-DP). So PLD figures are reported (`dprelease.privacy.pld`) but
-never admit a release.
+never admit a release. The proof in full: docs/explanation/renyi-filter.md; the accountants
+compared: docs/decisions/0026-accountants.md.
 
 The theorem used (Feldman and Zrnic 2021, "Individual privacy accounting via a Rényi filter",
 their composition theorem for adaptively chosen Rényi parameters): fix ONE order alpha > 1 and

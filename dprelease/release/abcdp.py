@@ -1,4 +1,4 @@
-"""The ABCDP release (seed 004; docs/abcdp.md section 7): DP rejection ABC by the sparse
+"""The ABCDP release (Park et al. 2021; docs/abcdp.md section 7): DP rejection ABC by the sparse
 vector technique.
 
 `ABCDP_PIPELINE` (`release.pipeline.Pipeline`):

@@ -26,7 +26,7 @@ DIAGNOSTICS_FILE = "diagnostics.json"
 WEIGHTS_FIGURE = "weights.png"
 WEIGHT_COLUMNS = ("weight", "log_weight")
 
-# Adaptive-truncation posterior (seed 002)
+# Adaptive-truncation posterior (Yildirim 2023)
 TRUNCATION = "adaptive-truncation"
 TRANSCRIPT_FILE = "transcript.parquet"
 TRUNCATION_POSTERIOR_FILE = "posterior.parquet"
@@ -40,7 +40,7 @@ TRAJECTORY_COLUMNS = (
 )  # fmt: skip
 TRUNCATION_MECHANISM = "adaptive_truncation_laplace"
 
-# ABCDP posterior samples (seed 004)
+# ABCDP posterior samples (Park et al. 2021)
 ABCDP = "abcdp"
 ABCDP_POSTERIOR_FILE = "posterior.parquet"
 DRAWS_FILE = "draws.parquet"

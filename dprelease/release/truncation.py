@@ -1,4 +1,4 @@
-"""The adaptive-truncation release (seed 002; docs/adaptive-truncation.md section 6): a DP
+"""The adaptive-truncation release (Yildirim 2023; docs/adaptive-truncation.md section 6): a DP
 posterior of one column's normal model from one Laplace release per processed row.
 
 `TRUNCATION_PIPELINE` (`release.pipeline.Pipeline`):

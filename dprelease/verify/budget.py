@@ -3,8 +3,8 @@ statement against the ledger (`ledger`, `ledger-release-spend`, `ledger-status`,
 `ledger-dataset-total`, `cap`, `release-delta`, `within-cap`, `accountant`,
 `privacy-statement`; each is described in `verify/release.py`'s module docstring).
 
-For a release whose manifest names the `rdp` accountant (or `pld`, the name such datasets had
-before; they are enforced with rdp now), the Rényi filter's total is recomputed from the typed
+For a release whose manifest names the `rdp` accountant (or `pld`, which is enforced with
+rdp), the Rényi filter's total is recomputed from the typed
 descriptions in `ledger.parquet` with `dprelease.privacy.accountants` (the definition the ledger
 enforces with, so the two cannot disagree; it needs numpy, and Opacus for DP-SGD entries).
 """

@@ -8,8 +8,8 @@ public calibration before any data is read. Methods:
 - logreg, mlp: non-private classifiers (benchmarks only; the release flow refuses them).
 - beta_noised: Ji & Elkan (2013), noise on logistic coefficients, biased (Proposition 1).
 - beta_debiased: the same noise, debiased with b(x) (Proposition 2). Default mechanism
-  "gaussian", default lam max(0.01, 4 (d + 1) / (n0 epsilon)) (evidence in
-  `dprelease.weights.logistic.method`).
+  "gaussian", default lam max(0.01, 4 (d + 1) / (n0 epsilon))
+  (docs/decisions/0022-logistic-and-neural-weights.md).
 - weight_noised: noise on the log weights, E[exp(eta)] = 1 (supplement A.1).
 - dp_mlp: MLP trained with relaxed DP-SGD (section 3.4, corrected; Opacus).
 - discriminator: logit of a DP GAN discriminator, post-processing (section 3.5).

@@ -11,14 +11,15 @@ critic has no probabilistic output and does not qualify. The option `discriminat
 an object with `logit(x)` (preferred: no saturation) or a plain callable returning
 P(real | x); both take the encoded synthetic matrix.
 
-Tempering (issue 19 item 10: a DP-GAN's discriminator at epsilon 1 gave k-hat 16.9 and the
-release stopped after its spend). As the calibration weights do (`weights.calibration`), the
-logits are tempered, w^t, with the largest t in [0, 1] whose ESS is at least `ess_floor` x N_G
-(default 0: no ESS floor), then further (t times 0.8 per step, down to 0.05) while the
-release's PSIS gate (`diagnostics.gate`) calls them unreliable, and made flat (uniform
-weights, the naive estimator) if it still does (`tilting.temper_weights`). Post-processing of
-DP outputs: no privacy cost; the details record t and why weights were made flat. So the
-default path never spends and then refuses for these weights.
+Tempering (a DP-GAN's discriminator weights can have a k-hat far above the gate's threshold:
+16.9 at epsilon 1; docs/decisions/0021-bounded-weights-and-the-psis-gate.md). As the calibration
+weights do (`weights.calibration`), the logits are tempered, w^t, with the largest t in [0, 1]
+whose ESS is at least `ess_floor` x N_G (default 0: no ESS floor), then further (t times 0.8 per
+step, down to 0.05) while the release's PSIS gate (`diagnostics.gate`) calls them unreliable,
+and made flat (uniform weights, the naive estimator) if it still does
+(`tilting.temper_weights`). Post-processing of DP outputs: no privacy cost; the details record t
+and why weights were made flat. So the default path never spends and then refuses for these
+weights.
 """
 
 from __future__ import annotations

@@ -35,11 +35,11 @@ minibatch order).
 `mlp` is the non-private counterpart (benchmark only): the same network, optimiser and number
 of steps T, shuffled minibatches of `batch_size` rows, mean loss, no clipping, no noise.
 
-Defaults (toy example of `dprelease.weights.toy`, 2,000 + 2,000 rows, 3 seeds, scored by the
-total variation TV between normalised and true weights): two ReLU hidden layers of 64, Adam,
-L = 256, 20 expected epochs, C = 1. Learning rate 1e-2: TV 0.05 (mlp) / 0.15 (dp_mlp at
-epsilon 6) / 0.30 (epsilon 1), against 0.14 / 0.39 / 0.31 at 1e-3 and 0.07 / 0.29 / 0.40 at
-3e-3; 3e-2 was no better. The paper's hyperparameters (supplement C.1) are not in our copy.
+Defaults (chosen on the toy example of `dprelease.weights.toy`, scored by the total variation
+between normalised and true weights): two ReLU hidden layers of 64, Adam, L = 256, 20
+expected epochs, C = 1, learning rate 1e-2, the best of 1e-3, 3e-3, 1e-2 and 3e-2
+(docs/decisions/0022-logistic-and-neural-weights.md). The paper's hyperparameters (supplement
+C.1) are not in our copy.
 """
 
 from __future__ import annotations

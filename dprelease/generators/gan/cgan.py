@@ -6,7 +6,8 @@ The label distribution is DP too: a histogram of the target over its public cate
 count by 1: L1 sensitivity 1), clipped and normalised; fake batches and synthetic rows draw
 labels from it. epsilon_label = `label_fraction` * epsilon (default 0.1: at epsilon = 1 the
 scale is 10 counts, small against any table a GAN can learn from, while DP-SGD keeps 90% of
-the budget); DP-SGD gets the rest and the whole delta. Two ledger entries, composed basically.
+the budget; docs/decisions/0023-other-generators-defaults.md); DP-SGD gets the rest and the
+whole delta. Two ledger entries, composed basically.
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ feature map phi(x) = [x, one-hot cell of every numeric column]: a fixed, public 
 one encoded row, so per-example DP-SGD is unaffected. It lets D compare numeric marginals cell
 by cell, as it compares categorical ones, instead of through one scalar. With the matching
 cell heads of the generator (below), in a non-private run of this GAN on the census demo table
-(1,000 steps) it brought the numeric columns' 1-way total variation from 0.3 - 0.6 down to
-0.1 - 0.2.
+(1,000 steps) it brings the numeric columns' 1-way total variation from 0.3 - 0.6 down to
+0.1 - 0.2 (docs/decisions/0023-other-generators-defaults.md).
 
 Generator. An MLP from latent noise z (and, for the conditional GAN, the one-hot label) to
 logits, then one output head per schema column:

@@ -21,15 +21,12 @@ def default_steps(epsilon: float, delta: float, sample_rate: float, batch_size: 
     (the budget, q from the schema's max_rows or the options, L); T is then fixed and sigma
     calibrated for it exactly, so the scaling only chooses T and never affects the privacy.
 
-    Evidence (a 1,000-row, 12-column mixed-type table, max_rows 1,000, so q = 0.256, L = 256,
-    epsilon 1, delta 1e-5): with T = 2,000 (sigma / 2L = 0.091) G collapsed onto 2 distinct
-    rows and the discriminator weights were refused by the PSIS gate (a tail of ties); with
-    T = 300 (0.035, two seeds) and T = 600 (0.050) all 1,000 sampled rows were distinct and
-    k-hat was 0.06 - 0.10; at epsilon 10, T = 2,000 (0.012) did not collapse either (k-hat
-    0.45); `benchmarks/gan_discriminator_weights.py` repeats the comparison (default T = 386:
-    1,000 distinct rows, k-hat -0.10; T = 2,000: 4 distinct rows, 2 distinct values in the
-    PSIS tail). The target 0.04 leaves a margin below the collapse; it keeps T = 2,000 whenever
-    the table is large against L (q = 256 / 30,000 at epsilon 1: 0.0034 per step).
+    On a 1,000-row mixed-type table at epsilon 1 (sigma / 2L = 0.091 at T = 2,000) the
+    generator collapses onto a few distinct rows, and at 0.035-0.050 it does not; the target
+    0.04 leaves a margin below the collapse and keeps T = 2,000 whenever the table is large
+    against L (q = 256 / 30,000 at epsilon 1: 0.0034 per step). Measurements:
+    docs/decisions/0023-other-generators-defaults.md (`benchmarks/gan_discriminator_weights.py`
+    repeats them).
     """
     sigma = dpsgd_noise_multiplier(epsilon, delta, sample_rate, DEFAULT_MAX_STEPS)
     noise = sigma / (2 * batch_size)

@@ -10,13 +10,12 @@ counted at 64 bins; after the count, the fit runs on the finest of 64 and 32 bin
 an average one-way cell holds `SIGNAL_TO_NOISE` (3) noise standard deviations under the noisy
 count (N >= 3 sigma_1 b), else on the base 16 bins, the counted tables summed onto them
 (`Resolution.coarsen`; post-processing of exact counts before any noise, so every table is
-measured once, at its chosen cells, with the planned noise). On few rows the finer cells
-only spread the noise (fidelity study, all columns at 64 against 16 bins, 5 seeds: credit
-card TVD1 0.099 against 0.070, Boston 0.27 against 0.20); where the rows support them, the
-16 bins' width was most of the error (diamonds TVD1/2/3 0.044/0.113/0.192 -> 0.023/0.069/
-0.122; with exact one-way shares at 16 bins the TVD1 is still 0.042 there: the decoding
-inside a cell, not the noise). The rule was chosen on the tuning tables (credit card at 32
-bins holds 1.3 noise SDs per cell, diamonds at 64 holds 29).
+measured once, at its chosen cells, with the planned noise). On few rows finer cells only
+spread the noise; where the rows support them, the 16 bins' width is most of the one-way
+error. Of the rule's threshold: credit card at 32 bins would hold 1.3 noise SDs per cell,
+diamonds at 64 holds 29 (measurements: docs/decisions/0005-pgm-one-way-resolution.md; the
+model round's resolution and the target's groups:
+docs/decisions/0006-pgm-model-resolution-and-target-groups.md).
 """
 
 from __future__ import annotations
@@ -32,9 +31,9 @@ from dprelease.generators.pgm.model import coarsen, coarsening, consecutive_grou
 FINER = (4, 2)  # finer one-way cells: bins x 4, bins x 2, where the noisy count supports them
 SIGNAL_TO_NOISE = 3.0  # noise SDs an average cell of a measured table should hold
 MIN_GROUPS, MAX_GROUPS = 2, 16  # a column's coarse cells in the model round
-# At most this many target groups in the selection and model rounds: 8 against 4 and 16 on
-# the tuning tables (README, "Target groups of DP mass"; 16 left too few feature cells on
-# RAND HIE and diamonds, 4 cost diamonds' beta-MSE and TSTR).
+# At most this many target groups in the selection and model rounds: 16 leave too few
+# feature cells on large tables, 4 measure the target too coarsely for its model
+# (docs/decisions/0006-pgm-model-resolution-and-target-groups.md).
 TARGET_GROUPS = 8
 
 

@@ -17,7 +17,9 @@ marginals, McKenna et al. 2019, with MST's noisy structure selection, McKenna et
    the target (in its m_y groups, round 3) x every feature at 4 coarse cells; the maximum
    spanning tree of the pairs' noisy mutual information is the features' tree, rooted at
    the feature whose noisy table with the target has the largest mutual information (with
-   fewer than three features, no selection round: a chain in the schema's order);
+   fewer than three features, no selection round: a chain in the schema's order). The
+   structure is chosen from DP outputs only (docs/decisions/0002-pgm-tree-root-from-dp-outputs.md;
+   the tree's measurements: docs/decisions/0010-pgm-tree-selection.md);
 3. model: the target in m_y groups x the tree's root, and the target x each feature x its
    tree parent, at a resolution the noise supports: each column gets
    b = clip(floor(sqrt(N / (3 sigma m_y))), 2, 16) coarse cells, so that an average cell holds
@@ -27,23 +29,24 @@ marginals, McKenna et al. 2019, with MST's noisy structure selection, McKenna et
    m_y = clip(floor(N / (3 sigma 4)), 2, 8) of them (fewer where one cell holds more than
    1 / m_y of the mass), so that even b = 2 holds 3 SDs per average cell; its one-way shares
    keep their fine cells (it is counted on up to 16 public cells: its groups are
-   post-processing of the noisy shares);
+   post-processing of the noisy shares). Measurements of the resolutions:
+   docs/decisions/0005-pgm-one-way-resolution.md and
+   docs/decisions/0006-pgm-model-resolution-and-target-groups.md;
 4. lattice (continuous columns without a codebook): each one's class histogram, the coarsest
    power of ten its values are multiples of, or zero (`lattice`), 1 % of the budget out of
-   the one-way share; synthetic values are decoded onto the measured lattice in their cells.
+   the one-way share; synthetic values are decoded onto the measured lattice in their cells
+   (docs/decisions/0015-measured-lattice.md).
 
 A feature's coarse cells in rounds 2 and 3 are consecutive fine cells of nearly equal mass
 under its round-1 shares (`coarsening`; post-processing of DP outputs), not of equal width:
-the dependence is measured where the rows are (on the tuning tables, against equal widths:
-credit card's TSTR AUC 0.56 -> 0.85, expenditure's zeros, the target's "no", getting their
-own cell; README, "Choosing a generator and weights", has every table's numbers).
+the dependence is measured where the rows are (a point mass such as a column's zeros gets a
+cell of its own).
 
 The one-way shares the model is matched to pool round 1 with rounds 2 and 3: every table
 summed over its other axes measures its columns' coarse totals again (the target's once per
 feature and round), and the shares are their least-squares estimate over the common
-refinement of those coarse cells (`pooled_one_way`, post-processing; on the tuning tables
-Boston's TVD1/2/3 0.219/0.436/0.649 -> 0.177/0.384/0.602 with both rounds, the other tables'
-numbers in the README).
+refinement of those coarse cells (`pooled_one_way`, post-processing; measurements of both
+choices: docs/decisions/0004-pgm-coarse-cells-and-pooled-one-way-shares.md).
 
 Sampling: down the tree from the target; inside its coarse cells an ordered feature is
 coupled to an ordered target by a latent Gaussian copula, its correlation near each cell the
@@ -109,12 +112,10 @@ from dprelease.privacy.zcdp import CONVERSION, zcdp_rho
 DEFAULT_BINS = 16
 COUNTED_TARGET_GROUPS = 16  # the target's cells in the counted tables (at most)
 SELECTION_GROUPS = 4
-# The rounds' shares (one-way, selection, model), chosen on the tuning tables (pgm without
-# weights, 5 seeds): (0.4, 0.15, 0.45) against (0.3, 0.2, 0.5): credit card TVD1/2/3
-# 0.077/0.153/0.238 -> 0.065/0.135/0.215, Boston 0.217/0.435/0.653 -> 0.200/0.417/0.642; after
-# `pooled_one_way`, (0.3, 0.15, 0.55) and (0.4, 0.1, 0.5): credit card TVD1 0.071 and 0.071
-# against 0.066, Boston 0.208 and 0.197 against 0.182. The count's 0.01 is out of the one-way.
-# A larger one-way share lowers every TVD1 but raises the wage table's beta-MSE (README).
+# The rounds' shares of the budget (count, one-way, selection, model), chosen on the tuning
+# tables; the count's 0.01 is out of the one-way share. A larger one-way share lowers every
+# TVD1 but makes the wage table's target model worse, so it is not the default
+# (measurements: docs/decisions/0003-pgm-round-shares.md).
 SHARES = {"count": 0.01, "one-way": 0.39, "selection": 0.15, "model": 0.45}
 SHARES_WITHOUT_SELECTION = {"count": 0.01, "one-way": 0.39, "selection": 0.0, "model": 0.6}
 # The continuous columns' class histograms (`lattice`), where the schema has such columns,

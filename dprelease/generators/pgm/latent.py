@@ -1,12 +1,11 @@
-"""Within-cell coupling of an ordered feature to a numeric target (`pgm`, issue 18).
+"""Within-cell coupling of an ordered feature to a numeric target (`pgm`).
 
 The `pgm` model measures each feature with the target at a COARSE resolution (b cells per
 feature, m_y groups of the target; b = 2 where the noise allows no more) and refines a drawn
 coarse cell to the fine public cells with the feature's one-way shares. Drawn that way, a
 row's place inside its coarse cell is independent of its target: the slope of the target on
 the feature comes only from the coarse cells, and with 2 cells a least-squares slope keeps
-about 2 / pi of itself (Var E[x | cell] / Var x for a normal x split at its median). On ISLR's
-Wage (2,400 training rows, b = 2) the synthetic coefficients were 0.66-0.95 of the real ones.
+about 2 / pi of itself (Var E[x | cell] / Var x for a normal x split at its median).
 
 The coupling assumes what the coarse table cannot show: near each coarse cell c of the
 feature, target and feature are monotone maps of a standard bivariate normal (Z_y, Z_x) of
@@ -23,8 +22,8 @@ quantiles. Then
   rho z) / s) - Phi((l_c' - rho z) / s)] dz, s = sqrt(1 - rho^2)). This is the grouping
   correction of a correlation of scores (the polychoric correlation's idea, Pearson 1900;
   Olsson 1979 fits the whole table by maximum likelihood, slower and no less noisy). The
-  window lets the direction change along the feature: CPS1988's wage rises and then falls
-  with experience, and one rho for the whole column coupled the falling part the wrong way;
+  window lets the direction change along the feature: a wage that rises and then falls with
+  experience would be coupled the wrong way on its falling part by one rho for the column;
 - each synthetic row's latent target is Z_y = Phi^-1(U), U uniform over its fine cell's
   interval of the target's cumulative one-way shares (missing: a draw of N(0, 1));
 - the m rows that drew coarse cell c of the feature (whatever their target group and
@@ -32,26 +31,20 @@ quantiles. Then
   gets the fine cell at the quantile (k + U) / m of the feature's fine shares inside c
   (`sampling.systematic_uniforms` with `scores`).
 
-Every measured statistic stays as it was: the coarse cells are drawn as before, and ranking
-only decides which of the rows in a coarse cell gets which of the fine cells the stratified
-draw assigns (the same counts per fine cell), so the fine one-way shares, the coarse tables
-and the target's shares are unchanged; only the coupling inside the cells changes, from
-independence to the copula's. Post-processing of DP outputs (the model's tables and shares)
-and of the sampling generator's draws; no real row is read. Hand-written: no library
-estimates a polychoric correlation from a table of shares in a millisecond (this does, with
-`scipy.optimize.brentq`; 14 ms a call with scipy.stats' norm and 40 bisection steps).
+Every measured statistic is kept: the coarse cells are drawn from the model's tables, and
+ranking only decides which of the rows in a coarse cell gets which of the fine cells the
+stratified draw assigns (the same counts per fine cell), so the fine one-way shares, the
+coarse tables and the target's shares are those of independent placement; only the coupling
+inside the cells differs, the copula's instead of independence. Post-processing of DP outputs
+(the model's tables and shares) and of the sampling generator's draws; no real row is read.
+Hand-written: no library estimates a polychoric correlation from a table of shares in a
+millisecond (this does, with `scipy.optimize.brentq`; 14 ms a call with scipy.stats' norm and
+40 bisection steps).
 
-Measured (paired: the same seeded test noise per split, 10-20 splits, epsilon 1, against
-the independent refinement; README "Eleventh session" has every table): tuning tables Boston
-TVD2/3 -0.0054/-0.0094 (+- 0.0006/0.0009), weighted beta-MSE -11 %, TSTR R^2 +0.067 +-
-0.022; diamonds TVD2/3 -0.0012/-0.0027, beta-MSE -13 %, TSTR +0.015 +- 0.002; RAND HIE
-beta-MSE -8 %; diabetes TVD2/3 -0.0020/-0.0045 but beta-MSE +2 % +- 2 % and TSTR -0.05 +-
-0.03 (ten collinear features, each coupled to the target alone). One rho per column gained
-more on diamonds (TVD2/3 -0.0020/-0.0048, beta-MSE -23 %) but cost its TSTR -0.017 +- 0.003
-and, on CPS1988, TVD2/3 +0.0008/+0.0015 and TSTR -0.024 +- 0.003 (the window: -0.0009/
--0.0019, TSTR unchanged). A coupling given the tree parent too (the Gaussian regression on
-both latent positions) cut diamonds' beta-MSE by a third but raised Boston's by a fifth
-(+0.0085 +- 0.0042): three correlations are too noisy on 400 rows.
+One correlation near each coarse cell, coupled to the target alone, is the choice the
+paired measurements support: one rho per column, a coupling given the tree parent too,
+per-parent-cell correlations and a two-category target were measured and not made the default
+(docs/decisions/0011-pgm-within-cell-coupling.md).
 """
 
 from __future__ import annotations

@@ -8,64 +8,30 @@ cells were refined (`empty_tails`), the counts are projected onto the simplex of
 (`project_to_simplex`), and a count target's stray runs far from its body are set to zero
 (`stray_runs`).
 
+Smoothing. SURE needs only the noisy counts and the public noise SD; a = 0 wins where
+neighbouring cells differ by more than the noise. Soft or hard thresholds and empirical-Bayes
+shares were measured against it and made an estimate worse on a tuning table
+(docs/decisions/0007-pgm-one-way-smoothing.md).
+
 Empty tails. A skewed column whose public bounds reach far beyond its rows (sales counts
-bounded at 20,000 whose rows sit below 9,000, in 64 cells) has dozens of empty cells, and
-the projection keeps the noise that lifted each above tau: on ggplot2's txhousing (8.6k
-rows, epsilon 1) 2.5-3.7 % of the synthetic rows lay beyond the largest real value, and the
-synthetic means of sales, volume and listings were 1.4-1.8x the real ones. Such runs are set
-to zero only on refined cells (64 or 32: the noisy count holds 3 noise SDs per average cell,
-so a run thin enough to trim is far thinner than the column's average cell) and never on the
-target (its tail carries the target model: CPS1988's log-wage regression's beta-MSE rose 15
-% when its top cells were trimmed). On the base 16 cells of a few hundred rows (Boston) the
-rule (in a first form, the longest qualifying run) cut real tails: TVD1 +0.027 +- 0.016
-(5 seeds), so it is not applied there.
+bounded at 20,000 whose rows sit below 9,000, in 64 cells) has dozens of empty cells, and the
+projection keeps the noise that lifted each above tau, so the synthetic rows spill beyond the
+largest real value and the synthetic mean sits above the real one. Such runs are set to zero
+only on refined cells (64 or 32: the noisy count holds 3 noise SDs per average cell, so a run
+thin enough to trim is far thinner than the column's average cell), never on the base 16
+cells of a small table (where the rule cuts real tails) and never on the target (its tail
+carries the target model; docs/decisions/0008-pgm-empty-tails.md).
 
-Tried and not adopted (2026-11-26): the estimator with the least SURE among every smoothing
-followed by either the projection or a soft threshold at 0.25-2 noise SDs (rescaled to T),
-which takes the noise-lifted empty cells off a skewed column (credit card's expenditure: 2-4
-% of the synthetic rows in cells 10-15 of 16 where the real rows have none). With fewer
-target groups on small tables (`pgm.cells.model_target_groups`), 15 seeds against this
-estimator: credit card TVD1/2/3 0.0613/0.126/0.201 -> 0.0626/0.125/0.196 and beta-MSE 1.44
--> 1.27, but Boston 0.188/0.390/0.600 -> 0.199/0.398/0.604 and beta-MSE 0.039 -> 0.050
-(thresholds up to 1 SD; up to 2 SDs alike): SURE weighs squared count errors, and on
-Boston's multimodal columns (indus, tax, zn) it zeroed small real cells that the one-way
-TVD counts in full. A method that makes an estimate worse is not a default.
-
-Stray runs of a count target (2026-11-27, `stray_runs`). The noise lifts a few of a column's
-empty far cells above the projection's shift; each keeps a handful of rows far from every
-real one. On a count target bounded far above its rows these are outliers of the target
-model (AER's NMES1988, visits bounded at 200: 3-6 % of the synthetic target in cells beyond
-every real value in three splits, TSTR R^2 -0.66 over ten). Where the target is an integer
-column whose cells hold several integers each (`ColumnCells.wide_integer`), its runs of
-positive cells apart from its body whose noisy sum is below z noise SDs are set to zero, z
-about 3.4 (`STRAY_LEVEL`: the noise alone leaves a stray anywhere in the column with
-probability at most 1 %). Paired against the estimator without it (the same seeded test
-noise per split, 10 splits), TVD1/2/3, weighted beta-MSE and TSTR: chosen on RAND HIE
-(tuning; -0.0003/-0.0022/-0.0051, -0.0006 +- 0.0002 (-29 %), +0.044 +- 0.005) and NMES1988
-(-0.0007/-0.0014/-0.0023, -0.0119 +- 0.0033 (-78 %), +0.73 +- 0.19), confirmed on COUNT's
-medpar (length of stay bounded at 365; -0.0020/-0.0029/-0.0041, -0.060 +- 0.024 (-74 %),
-TSTR -1.27 -> -0.20) and AER's RecreationDemand (trips bounded at 365;
--0.0004/-0.0006/-0.0008, -0.025 +- 0.015 (-5 %), +0.93 +- 0.81); diamonds' integer price
-unchanged. A fixed threshold of 2.5 SDs left a far spike (more than 0.2 % of the target's
-rows beyond its largest real value) in 18 % of 60 unseeded releases of NMES1988, at this
-level in 2 % (and 2 % on medpar); in the paired runs the threshold moved RAND HIE's
-beta-MSE gain from -0.0008 (2.5 SDs) to -0.0006 (+- 0.0002) and RecreationDemand's from -3 %
-to -5 %, and left NMES1988 and medpar unchanged. Not on other targets (at
-2.5 SDs, 5 splits): on CPS1988's continuous log wage its sparse real top wages sit at the
-noise level, and the rule cost the log-wage regression +17 % beta-MSE (+0.00018 +- 0.00003,
-5 of 5 splits), while it helped ISLR Wage's log wage (-15 %) and Boston's value (-2 %); on
-DoctorVisits' visits (0-9, a cell per value) +0.0009 +- 0.0005 (+21 %).
-
-Not adopted for features (2026-11-27): the same rule on every refined feature. TVD1/2/3
-NMES1988 -0.0035/-0.0069/-0.0098 (+- 0.0005/0.0008/0.0009, 10 splits), diamonds -0.0007/
--0.0015/-0.0027, ISLR Wage -0.0004/-0.0011/-0.0019 (5 splits; the small tables have no
-refined cells), and on COUNT's rwm5yr the synthetic mean of doctor visits 4.72 -> 3.38
-(real 3.18; one release each); but NMES1988's target model got worse, weighted beta-MSE
-+0.0108 +- 0.0033 (+71 %) and TSTR -0.099 +- 0.045 (10 splits), at 2 SDs +0.0036 +- 0.0015
-and -0.072. Its real least-squares coefficients rest on a few rows with large visit counts;
-the spurious far rows, whose target values come from the same coarse cells, happened to
-imitate them, and a body without any far rows gives steeper slopes. The report names the
-columns whose mean rests on such cells instead (`diagnostics.accuracy.weak_cells`).
+Stray runs of a count target (`stray_runs`). The noise lifts a few of a column's empty far
+cells above the projection's shift; each keeps a handful of rows far from every real one. On
+a count target bounded far above its rows these are outliers of the target model. Where the
+target is an integer column whose cells hold several integers each
+(`ColumnCells.wide_integer`), its runs of positive cells apart from its body whose noisy sum
+is below z noise SDs are set to zero, z about 3.4: the Bonferroni z of the 1 % level over the
+column's cells (`STRAY_LEVEL`). The rule is not applied to continuous targets, to counts with
+a cell per value or to features, where it made the target model worse; the report names the
+columns whose mean rests on noise-lifted cells instead (`diagnostics.accuracy.weak_cells`;
+measurements: docs/decisions/0009-pgm-stray-runs-of-a-count-target.md).
 """
 
 from __future__ import annotations
@@ -78,9 +44,8 @@ import numpy as np
 # Kernel weights a of the one-way smoother (a, 1 - 2a, a); 0 keeps the noisy counts.
 SMOOTHING_WEIGHTS = (0.0, 0.1, 0.2, 0.25, 0.3, 1 / 3)
 # Noise SDs of a run's sum by which the rows it keeps must exceed the rows it may hold
-# (`empty_tails`); 1.5 and 2 trimmed too rarely to move skewed columns' means
-# (ggplot2's txhousing, 8 seeds: sales' synthetic mean 1.61x the real one at 2, 1.40x at
-# 1.5, 1.20x at 1).
+# (`empty_tails`); margins of 1.5 and 2 trim too rarely to move a skewed column's mean
+# (docs/decisions/0008-pgm-empty-tails.md).
 TRIM_MARGIN = 1.0
 # The chance that the noise alone leaves a stray run anywhere among a column's empty cells
 # (`stray_runs`: a Bonferroni bound over its cells).
@@ -169,10 +134,8 @@ def smoothed_counts(noisy: np.ndarray, std: float) -> np.ndarray:
     smoother (Stein 1981; Li 1986): SURE(a) = ||y - S_a y||^2 - n std^2 + 2 std^2 tr(S_a),
     unbiased for E||S_a y - mu||^2 under independent noise of variance std^2 (Gaussian or
     Laplace). It needs only the noisy counts and the public noise std (post-processing).
-    a = 0 wins when neighbouring cells differ by more than the noise. On the fidelity study's
-    small tuning tables (benchmarks/fidelity.py, `pgm` without weights, 5 seeds) it cut the
-    mean one-way TVD from 0.080 to 0.077 (credit card, 1k rows) and 0.230 to 0.217 (Boston,
-    0.4k rows), and left diamonds (43k) alike."""
+    a = 0 wins when neighbouring cells differ by more than the noise
+    (docs/decisions/0007-pgm-one-way-smoothing.md)."""
     n = noisy.size
     if n < 3 or std <= 0:
         return noisy

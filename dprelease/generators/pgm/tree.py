@@ -1,6 +1,8 @@
 """The `pgm` generator's structure: the tree over the features, chosen from the noisy
 selection round (its module docstring, round 2). Post-processing of DP outputs only: every
-table here passes through `measure` (the round's noise mechanism) before anything reads it.
+table here passes through `measure` (the round's noise mechanism) before anything reads it
+(docs/decisions/0002-pgm-tree-root-from-dp-outputs.md; the tree's measurements:
+docs/decisions/0010-pgm-tree-selection.md).
 """
 
 from __future__ import annotations

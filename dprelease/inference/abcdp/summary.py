@@ -29,7 +29,8 @@ with a U(0, 1) prior, M = 1000, 5 % level; KL vs energy distance): one parameter
 0.3 of its prior sd, power 1.00 vs 0.05 at n = 10 and 1.00 vs 0.15 at n = 30; one parameter
 moved to U(0.3, 1), 0.15 vs 0.15 at n = 10 and 0.97 vs 0.68 at n = 30; all four shrunk,
 1.00 for both; rejections of prior draws (the null) 0.07 vs 0.10 and 0.07 vs 0.05 (+-0.04 at
-40 replicates; a permutation test's false-alarm rate is at most 5 %). The moments miss
+40 replicates; a permutation test's false-alarm rate is at most 5 %;
+docs/decisions/0029-posterior-releases.md). The moments miss
 shape-only changes (e.g. a symmetric bimodal posterior with the prior's mean and sd); the
 quantiles in the table show those.
 

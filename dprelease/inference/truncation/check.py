@@ -16,8 +16,8 @@ Under theta = (mu, sigma), the released y_t = clamp(X, l_t, r_t) + Laplace(b_t) 
   estimated parameters). Thompson sampling places the intervals at different positions of the
   distribution; a normal (mu, sigma) that fits the column predicts each bin's mean release, a
   skewed or lumpy column does not. The posterior predictive version of this statistic
-  (Gelman, Meng and Stern 1996) was measured too conservative to warn: on 5 x 300 releases of
-  a lognormal column at epsilon 2 its p-value was 0.02 where the chi^2 reference gives 0.009.
+  (Gelman, Meng and Stern 1996) is too conservative to warn: on 5 x 300 releases of a
+  lognormal column at epsilon 2 its p-value is 0.02 where the chi^2 reference gives 0.009.
 - "spread": S = sum_t (y_t - E_t)^2 / sum_t V_t, a posterior predictive check: p = 2 min(P(S_rep
   >= S), P(S_rep <= S)) over theta ~ posterior (400 draws) and y_rep ~ p(. | theta) at the same
   intervals (a seeded numpy generator, `CHECK_SEED`: post-processing of public values).
@@ -26,8 +26,9 @@ The release warns when the Bonferroni-combined p = 2 min(p_location, p_spread) i
 `ALARM`. The check has the power of T noisy releases only: measured on one release each
 (N = 1000 rows, epsilon 1), lognormal(3, 0.7) and a years-of-education-like column passed it; a
 pass does not prove normality, and the report says what mu estimates if the column is not
-normal. Third and fourth moments were tried and dropped: no power at epsilon <= 5 (p 0.2-0.6 on
-lognormal(3, 1), T = 2000, epsilon 5). Hand-written: ArviZ's PPC plots need the replicated data
+normal. Third and fourth moments are not tested: they have no power at epsilon <= 5 (p 0.2-0.6
+on lognormal(3, 1), T = 2000, epsilon 5; docs/decisions/0029-posterior-releases.md).
+Hand-written: ArviZ's PPC plots need the replicated data
 this module produces and compute no p-value for a user statistic.
 
 When the model fails, the posterior still summarises the fitted normal (`estimand_text`): narrow

@@ -58,9 +58,10 @@ class NormalPrior:
         """The public default prior from the schema bounds w = hi - lo (docs/adaptive-truncation.md
         6.2): mu ~ N((lo + hi)/2, w^2), sigma^2 ~ IG(1/2, (w/1000)^2 / 2), i.e. sigma = (w/1000)/|Z|
         with Z standard normal: P(sigma < s) = P(|Z| > w/(1000 s)), so every sigma above ~w/1000 is
-        a priori plausible (the density of log sigma falls like 1/sigma above it). The former
-        IG(1, (w/4)^2) gave P(sigma < w/25) = exp(-39): a column N(37, 4^2) in [0, 100] could not
-        be found however informative the releases (issue 20)."""
+        a priori plausible (the density of log sigma falls like 1/sigma above it). A prior such
+        as IG(1, (w/4)^2) would give P(sigma < w/25) = exp(-39): a column N(37, 4^2) in
+        [0, 100] could not be found however informative the releases
+        (docs/decisions/0029-posterior-releases.md)."""
         width = hi - lo
         return cls(0.5 * (lo + hi), width**2, 0.5, 0.5 * (width / PRIOR_RESOLUTION) ** 2)
 

@@ -22,7 +22,8 @@ Engines: "ibis" is the default and the only one validated for the normal family.
 "latent_smc" fails the grid-oracle check (docs/adaptive-truncation.md C4) at (epsilon, T, N) = (1,
 300, 500): over five seeds its posterior mean of log sigma is 0.11-0.31 posterior sds from the exact
 grid posterior (IBIS: 0.01-0.11), beyond the 0.25 tolerance on one of them, and it costs O(N t)
-per step. `check_engine` refuses it for releases; it stays available to the library.
+per step (docs/decisions/0029-posterior-releases.md). `check_engine` refuses it for releases;
+it stays available to the library.
 
 Time per run (N = 1000 particles, T = 1000 rows, IBIS): dominated by the resample-move steps,
 each of which re-evaluates the exact likelihood of all t releases so far for all particles

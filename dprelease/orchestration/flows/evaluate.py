@@ -1,4 +1,5 @@
-"""The evaluation flow: the paper's utility study on a real table (README "Evaluation").
+"""The evaluation flow: the paper's utility study on a real table
+(docs/user-guide/generators.md, "Choosing on your own table").
 
 Cells (generator x epsilon x seed) run as parallel Prefect tasks; their rows are gathered
 into results.parquet, summary.md and figures under `out_dir` (never a release directory).
@@ -8,7 +9,7 @@ this process; `"local"` on a `distributed.LocalCluster` of 2 worker processes st
 run; any other value is the address of a running Dask scheduler (`tcp://host:8786`), through
 prefect-dask's `DaskTaskRunner`. On Dask, every cell's inputs (the encoded train and test
 parts of the real table) are sent to a worker and its metric rows come back: the workers must
-sit inside the curator's trust boundary (README "Scale"). Nothing is persisted by the engine:
+sit inside the curator's trust boundary (docs/how-to/scale.md). Nothing is persisted by the engine:
 the flow and its tasks persist no results and cache nothing (`tasks.NO_PERSISTENCE`), and the
 local cluster's workers never spill to disk (`NO_SPILL`).
 """

@@ -1,5 +1,5 @@
 """The release flow: a DP synthetic release (`dprelease.release.synthetic.pipeline`), each step a
-Prefect task (README "How a release runs")."""
+Prefect task (docs/development/architecture.md, "How a release runs")."""
 
 from __future__ import annotations
 

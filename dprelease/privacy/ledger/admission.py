@@ -84,7 +84,7 @@ def check_fits(
 def refuse_impossible_delta(dataset: str, cap: Spend, planned: Sequence[PlannedSpend]) -> None:
     """A release whose own delta (the sum of its spends' deltas) exceeds the cap's delta can
     never be admitted: under basic composition it alone exceeds the cap, and no accountant may
-    charge it less than the delta it records and states (issue 19, item 8)."""
+    charge it less than the delta it records and states."""
     wanted = compose(planned)
     if not at_most(wanted.delta, cap.delta):
         raise BudgetExceededError(

@@ -24,7 +24,7 @@ JSON column `description`, and each dataset its accountant. Ledgers created befo
 columns existed are migrated in place (`ALTER TABLE ... ADD COLUMN`, nullable); their
 datasets keep basic composition (NULL accountant) and their entries count as generic
 (epsilon, delta) mechanisms.
-Times (issue 19 item 4): the ledger is public metadata (`ledger show`, a release's
+Times: the ledger is public metadata (`ledger show`, a release's
 `ledger.parquet`), and a reservation is made after the real table is read, a commit after the
 mechanisms ran, so their clock times would time the data steps. Every time the ledger stores
 (`reserved_at`, `committed_at`, a dataset's `created_at`) is therefore the UTC date only

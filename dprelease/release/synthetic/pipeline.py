@@ -1,7 +1,7 @@
 """The DP synthetic-data release (the main paper's release kind): its pipeline and bundle.
 
 public schema -> validated real table -> encoded matrix (or chunks) -> generator -> synthetic
-rows -> weights -> PSIS -> release (README "How a release runs"). `SYNTHETIC` is the
+rows -> weights -> PSIS -> release (docs/development/architecture.md). `SYNTHETIC` is the
 pipeline (`release.pipeline.Pipeline`); the plan is `release.synthetic.plan`.
 
 - `load`: on the chunked path (`SyntheticPlan.streams`) the validation pass also sums the

@@ -13,10 +13,11 @@ values actually used):
   `cap.delta * min(1, epsilon / cap.epsilon)`, so epsilon and delta run out together. A pure
   epsilon cap (delta 0) gives delta 0.
 - generator and weights: `DEFAULT_GENERATOR` (`pgm`: a tree-structured graphical model on
-  fine one-way and coarser target-interaction marginals; fast, streams the input; chosen by
-  benchmarks/fidelity.py) with `DEFAULT_WEIGHTS` (calibration weights: they correct what the
-  model's coarse tables still miss on the target). Both work with delta 0 (Laplace noise),
-  so no input and no cap is refused for the defaults' sake.
+  fine one-way and coarser target-interaction marginals; fast, streams the input; chosen on
+  public benchmark tables: docs/decisions/0001-default-generator-and-weights.md) with
+  `DEFAULT_WEIGHTS` (calibration weights: they correct what the model's coarse tables still
+  miss on the target). Both work with delta 0 (Laplace noise), so no input and no cap is
+  refused for the defaults' sake.
 - synthetic rows: the schema's `max_rows`, but at least `DEFAULT_N_SYNTHETIC` (weights need
   many more synthetic rows than real ones to help; the number is public and free) and at most
   `MAX_DEFAULT_N_SYNTHETIC` (1,000,000: about 1.1 GB for the census-like schema's 8 columns,
@@ -38,21 +39,15 @@ parts by adding epsilons, which wastes budget: at (1, 1e-6) the parts (0.8, 8e-7
 (1, 1e-6) allows. Otherwise the fraction F of epsilon and of delta goes to the weights.
 
 Default fractions. Of rho, `DEFAULT_ZCDP_WEIGHTS_FRACTION` = 0.05: at (1, 1e-6) about the
-noise the weights had at 0.2 of epsilon and delta (4.8 % of the rho), the rest to the
-generator. Chosen on benchmarks/fidelity.py's six tuning tables (5 seeds, epsilon 1)
-against 0.2 of rho: 0.2 halved the weights' noise, which then acted on the small tables at
-their ESS floor and moved the target model's coefficients AWAY from the training data's
-(Boston seed 1: standardized beta-MSE 0.031 unweighted, 0.060 weighted), where 0.05 left
-them flat there and gave the generator the budget (credit card TVD1/2/3 0.075/0.144/0.220
--> 0.068/0.135/0.210, beta-MSE 1.30 -> 1.14; Boston beta-MSE 0.065 -> 0.055, TSTR R^2 0.05
--> 0.24; diamonds, breast cancer and RAND HIE within their standard errors, the weights still
-lowering the beta-MSE on RAND HIE and diamonds); confirmed on CPS1988 (weighted beta-MSE
-0.0015 against 0.0018 unweighted, TSTR 0.431 at both) and DoctorVisits (no change beyond the
-noise). Of epsilon and delta, `DEFAULT_WEIGHTS_FRACTION` = 0.2 is chosen from the evidence of
-the former benchmarks/utility.py on three public tables (README, "Choosing a generator and
-weights"), where marginals + calibration at F = 0.2 beat the unweighted rows and OpenDP's AIM
-on the target model's coefficients. (The paper's beta_debiased weights did best at F = 0.1 in
-benchmarks/weights_fraction.py; pass --weights-fraction when choosing them.)
+noise the weights would have at 0.2 of epsilon and delta (4.8 % of the rho), the rest to the
+generator. A larger share lowers the weights' noise until they act on the small tables at
+their ESS floor and move the target model's coefficients away from the data's; at 0.05 no
+tuning table's weighted coefficient error is above its unweighted one. Of epsilon and delta,
+`DEFAULT_WEIGHTS_FRACTION` = 0.2, at which the calibration weights on top of independent
+marginals beat the unweighted rows and OpenDP's AIM on the target model's coefficients on
+three public tables. The paper's beta_debiased weights do best at F = 0.1
+(benchmarks/weights_fraction.py); pass --weights-fraction when choosing them. Measurements:
+docs/decisions/0018-weights-budget-share.md.
 """
 
 from __future__ import annotations

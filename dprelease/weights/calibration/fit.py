@@ -14,7 +14,8 @@ With moments or held margins the rows are all distinct (continuous moments), so 
 fitted on at most `FIT_ROWS` synthetic rows (a fixed public subsample: post-processing) and
 applied to every row; raking then holds the margins on all of them. The targets are raked to
 every row's margins and the unweighted chi-square is every row's; the subsample's own
-sampling error is taken out of its targets (`_subsample_tilt`).
+sampling error is taken out of its targets (`_subsample_tilt`;
+docs/decisions/0020-weights-on-many-synthetic-rows.md).
 Never worse: weights whose chi-square on every row, after tempering and raking, is not below
 the unweighted rows' are made flat ("the weights moved the synthetic rows away from the
 noisy tables").
@@ -239,15 +240,13 @@ def _subsample_tilt(
     every row, (lam, b, log weights).
 
     A subsample's means differ from every row's by its sampling error e, which can be many
-    DP noise SDs (Fertility, 254k real rows: a share's noise SD 1.6e-4, the 50,000-row
-    subsample's sampling SD 2.2e-3), and the tilt fitted there fits e too: applied to every
-    row, the weighted rows were 37.7 noise units per df from the DP tables, the unweighted
-    22.3. Fitted to the targets shifted by e instead (first order in the tilt), they were at
-    1.0. A large tilt leaves the first-order regime (a toy table whose synthetic rows lost
-    a strong dependence: 2.2e6 per df), so where the shifted fit is not at the noise level
-    on every row (chi-square above df + 2 sqrt(2 df)) the unshifted fit is made too, and the
-    one nearer the targets on every row is kept (a second fit doubled the weights' time: the
-    census table's 100,000 synthetic rows 1.8 s -> 4.1 s)."""
+    DP noise SDs (on 254k real rows a share's noise SD is 1.6e-4, the 50,000-row subsample's
+    sampling SD 2.2e-3), and a tilt fitted there fits e too. The tilt is therefore fitted to
+    the targets shifted by e (first order in the tilt). A large tilt leaves the first-order
+    regime, so where the shifted fit is not at the noise level on every row (chi-square
+    above df + 2 sqrt(2 df)) the unshifted fit is made too, and the one nearer the targets
+    on every row is kept; the second fit only where needed, since it doubles the weights'
+    time (docs/decisions/0020-weights-on-many-synthetic-rows.md)."""
     targets = means[: tilted.size]
 
     def fit(shift: np.ndarray) -> tuple[float, np.ndarray, np.ndarray, float]:

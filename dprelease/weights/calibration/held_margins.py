@@ -1,4 +1,4 @@
-"""The generator's one-way margins, held by the calibration weights (issue 18).
+"""The generator's one-way margins, held by the calibration weights.
 
 A generator spends most of the budget on the one-way margins of every column, over the
 public cells of `generators.domain.public_cells` (its `bins`). The weights must never move
@@ -16,8 +16,9 @@ synthetic rows and DP weights:
   per-cell terms and a certified bound on them grows by at most the sum over columns of the
   largest log factor.
 
-On the census deployment tempering alone moved the target's share from 41.5 % (real
-41.2 %) to 37.1 %; raking after tempering keeps it at its synthetic value.
+Tempering alone can move a share by several points (a target's share of 41.5 % to 37.1 %);
+raking after tempering keeps it at its synthetic value
+(docs/decisions/0017-calibration-weights.md).
 """
 
 from __future__ import annotations
@@ -79,7 +80,8 @@ class HeldMargins:
 
     def apply(self, u: np.ndarray) -> np.ndarray:
         """M u for all rows (`matrix`), gathered column by column without forming M: on 1M
-        synthetic rows M and its Hessian products held about 900 MB at each raking step."""
+        synthetic rows M and its Hessian products would hold about 900 MB at each raking
+        step (docs/decisions/0030-scale-and-latency.md)."""
         out = np.zeros(self.local.shape[0])
         for j, block in enumerate(np.split(np.asarray(u, dtype=float), self.offsets[1:-1])):
             out += np.append(block, 0.0)[self.local[:, j]]
@@ -152,13 +154,13 @@ class HeldMargins:
         Newton steps -(H + mu I)^{-1} g (Levenberg-Marquardt: mu shrinks after a step that
         lowers the dual and grows tenfold until one does, so the method is Newton's near the
         optimum and gradient descent where H is singular or nearly zero) to an L2 shift of
-        at most `RAKING_TOLERANCE`. Iterative proportional fitting (Deming and Stephan
-        1940), which this replaced, converges linearly at a rate set by the dependence
-        between columns, and on rows drawn from a graphical model did not converge in 100
-        sweeps (NMES1988, 19 columns: 9 s of a 10 s release, shares still 0.064 off).
-        scipy's `trust-exact` on the same dual raised on a NaN step for weights spanning
-        23,000 nats (2 of 8 credit card releases); undamped Newton with a line search
-        stalled on weights concentrated on a few rows.
+        at most `RAKING_TOLERANCE`. Hand-written: iterative proportional fitting (Deming and
+        Stephan 1940) converges linearly at a rate set by the dependence between columns,
+        and on rows drawn from a graphical model does not converge in 100 sweeps (19
+        columns: 9 s of a 10 s release, shares still 0.064 off); scipy's `trust-exact` on
+        the same dual raises on a NaN step for weights spanning 23,000 nats, and undamped
+        Newton with a line search stalls on weights concentrated on a few rows
+        (docs/decisions/0019-tilt-solver.md).
         """
         base = np.asarray(log_weights, dtype=float)
         if not np.all(np.isfinite(base)):

@@ -2,9 +2,10 @@
 exponential tilting.
 
 The moment-matching dual of the paper's logistic weights (Ghalebikesabi et al. 2022, section
-3.3: a log-linear density ratio log w(x) = b^T phi(x)); issue 14. The weights correct what a
-marginal generator misses (its dependence between columns) and leave what it already
-measured well (its one-way margins) as it is.
+3.3: a log-linear density ratio log w(x) = b^T phi(x)). The weights correct what a marginal
+generator misses (its dependence between columns), leave what it already measured well (its
+one-way margins) as it is, and never make an estimate worse by default
+(docs/decisions/0017-calibration-weights.md).
 
 Feature map phi (`features`; public, fixed from the schema and the
 synthetic rows before the real rows are read). Every column is cut into coarse cells: a
@@ -16,7 +17,7 @@ phi(x) holds the constant 1 and, for every pair, the indicator of x's joint cell
 activates exactly k = 1 + (number of pairs) indicators whatever the cut points, so
 ||phi(x)||_2 = sqrt(k) and ||phi(x)||_1 = k for every x: a public constant. When the
 schema names a target, phi(x) also holds the target model's moments t(x) = c y z (target x
-each feature; `target_moments`, issue 18) with public bounds ||t||_2^2 <= M2 and
+each feature; `target_moments`) with public bounds ||t||_2^2 <= M2 and
 ||t||_1 <= M1 from the schema, so that weighted least squares on the synthetic rows solves
 the DP sufficient statistics' normal equations.
 
@@ -37,8 +38,8 @@ Everything after S is post-processing of S and the public synthetic rows x_1..x_
   bins) are held: equality constraints of the tilt, and raking back to them after every
   tempering, here and in the release (`held_margins`): the weighted one-way
   shares equal the unweighted ones within `HELD_TOLERANCE`, so no measured one-way margin
-  is farther from the generator's DP measurement than the unweighted rows (issue 18: on the
-  census deployment tempering had moved the target's share from 41.5 % to 37.1 %);
+  is farther from the generator's DP measurement than the unweighted rows (tempering alone
+  can move a target's share by several points);
 - the moments' targets S_t / S_0, with the same delta-method variance as the tables;
 - noisy two-way tables T = S_pair / S_0, each raked (iterative proportional fitting; Deming
   and Stephan 1940) to the one-way margins of the synthetic rows: the margins stay those the
@@ -60,9 +61,8 @@ Everything after S is post-processing of S and the public synthetic rows x_1..x_
   bounded: `log_weight_bound` certifies the largest log weight any row of the domain can get
   (`log_weight_max` in the details), and the release's PSIS gate (`diagnostics.gate`) passes
   weights whose bound keeps every row within 10 times the mean even where ties in the tail
-  break the Pareto fit. Before this bound, 14 of 2,000 default releases of a 1,500-row
-  table (k-hat 1 to 2) and 2 of 20 on RAND HIE (fit failed on ties; no row above 2.2 times
-  the mean, ESS 92%) stopped at the gate after their spend was committed. Where the bound
+  break the Pareto fit, so a default release does not stop at the gate after its spend is
+  committed (docs/decisions/0021-bounded-weights-and-the-psis-gate.md). Where the bound
   is looser, the weights are tempered further (t times 0.8 per step, down to t = 0.05)
   while the gate calls them unreliable, and made flat if it still does, or if the weighted
   rows end up no nearer the raked tables than the unweighted ones. Features constant
@@ -74,20 +74,12 @@ degree of freedom), and advise releasing more synthetic rows when N_G is below
 `ROWS_GUIDANCE` x the noisy count (weights on few synthetic rows collapse the ESS).
 
 Defaults (`bins` = 2, pairs with the target, ESS floor 0.7, `MIN_NOISE_UNITS` = 3) are chosen
-on public benchmark tables (README "Choosing a generator and weights": the former
-benchmarks/utility.py, now `benchmarks/fidelity.py --tables diabetes breast randhie`),
-never on the table being released. At `MIN_NOISE_UNITS` = 10 the weights stayed
-flat on the 350- and 455-row training tables, where at 3 they cut the target model's error
-(breast cancer, epsilon 1, 20 seeds: beta-MSE -1.53 +- 0.16 against the unweighted rows,
-two-way TVD -0.017 +- 0.001; diabetes: -0.012 +- 0.006, TVD unchanged within 0.0004).
-ESS floor (change against the unweighted rows, 15-30 seeds): at 0.5 the breast-cancer
-model at epsilon 3 barely moved (beta-MSE -0.08 +- 0.26), at 0.7 every table and epsilon
-improved on both metrics (breast -2.06 +- 0.11 / TVD -0.019; diabetes epsilon 1 -0.011 +-
-0.005 / TVD -0.0004 +- 0.0002), at 0.85 the TVD gains shrank; on RAND HIE the floor never
-binds (ESS above 0.9).
-Without raking (the noisy one-way cells fitted as well) the weights worsened the two-way TVD
-of the marginals generator on the 20k-row RAND HIE table; with it they improve both TVD and
-the target model.
+on public benchmark tables (`benchmarks/fidelity.py --tables diabetes breast randhie`), never
+on the table being released: at `MIN_NOISE_UNITS` = 10 the weights stay flat on 350- and
+455-row tables where 3 cuts the target model's error, an ESS floor of 0.7 improves every
+table and epsilon on both metrics where 0.5 and 0.85 do not, and raking keeps the weights from
+worsening the two-way TVD of a large table (measurements:
+docs/decisions/0017-calibration-weights.md).
 
 Hand-written (no library solves this exact regularised dual with a discrepancy rule).
 """
@@ -141,9 +133,8 @@ __all__ = [
 DEFAULT_BINS = 2
 DEFAULT_MARGIN_BINS = 32  # the marginals generator's default bins (the release passes its own)
 # The tilt holds the one-way margins over at most this many equal-width bins (coarser than
-# the generator's cells), raking then holds the generator's own cells.
-# RAND HIE, marginals generator, epsilon 1, 3 seeds, beta-MSE: holding 32 bins in the tilt
-# 0.0061 / 0.0087 / 0.0039, holding 8 bins 0.0058 / 0.0063 / 0.0035 (benchmarks/weights.py).
+# the generator's cells), raking then holds the generator's own cells; 8 bins give a lower
+# target-model error than 32 (docs/decisions/0017-calibration-weights.md).
 TILT_MARGIN_BINS = 8
 DEFAULT_MOMENT_SCALE = 1.0
 

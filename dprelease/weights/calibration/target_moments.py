@@ -1,4 +1,4 @@
-"""The target model's moments in the calibration weights (issue 18): t(x) = c * y (x) z.
+"""The target model's moments in the calibration weights: t(x) = c * y (x) z.
 
 For the analyst's target model (least squares on a numeric target, logistic regression on a
 categorical one) the weighted fit on the synthetic rows depends on the weighted moments
@@ -22,7 +22,7 @@ tables): products with a categorical column's levels when the target is categori
 of the pair tables), and every linear combination that the one-way margins fix (y times
 the constant, the sum over a categorical column's levels, the sum over the target's
 levels). Noisy targets for those would conflict with the held margins: a direction no tilt
-can fit, which drove the tilt to its smallest ridge on the 455-row breast-cancer table.
+can fit, which drives the tilt to its smallest ridge (docs/decisions/0017-calibration-weights.md).
 Both bounds are public functions of the schema. `c` (option `moment_scale`) sets the share
 of the weights' budget the moments get against the pair tables (docs: `CalibrationSettings`).
 """
@@ -78,7 +78,7 @@ class TargetMoments:
     def matrix(self, x: np.ndarray) -> sparse.csr_array:
         """t(x) for every row (rows x size), level-major: [y_1 z, y_2 z, ...]; built
         `CHUNK_ROWS` rows at a time (the dense products of 400,000 rows of a 105-level
-        column took 420 MB at once, issue 18)."""
+        column would take 420 MB at once; docs/decisions/0030-scale-and-latency.md)."""
         chunks = [self._chunk(x[start : start + CHUNK_ROWS])
                   for start in range(0, max(len(x), 1), CHUNK_ROWS)]  # fmt: skip
         if len(chunks) == 1:

@@ -13,8 +13,8 @@ and the Hessian sum_i p_i phi_i phi_i^T - mu mu^T + lam V (positive definite for
 Solver: damped Newton (Boyd and Vandenberghe 2004, section 9.5) with backtracking on F and
 the Newton decrement as stopping rule. The features are sparse (one-hot blocks), so the
 Hessian costs O(N k^2) for k active features per row; hand-written because no library
-solves this dual with the discrepancy rule below, and L-BFGS took minutes where Newton takes
-seconds (the former benchmarks/utility.py). The Newton systems are solved inexactly
+solves this dual with the discrepancy rule below, and L-BFGS takes minutes where Newton takes
+seconds (docs/decisions/0019-tilt-solver.md). The Newton systems are solved inexactly
 (`LaggedHessian`): conjugate gradients on Hessian-vector products, preconditioned by the
 Cholesky factor of the last Hessian formed.
 """
@@ -142,11 +142,10 @@ class LaggedHessian:
     the step solved directly, when there is no factor yet or CG has not converged within
     `CG_STEPS` iterations. The relative residual asked of CG, min(0.01, 0.1 sqrt|g|),
     shrinks as Newton converges, so its local convergence stays superlinear (inexact Newton,
-    Dembo, Eisenstat and Steihaug 1982). Measured (one release at epsilon 1; the whole
-    discrepancy search, CPU): AER STAR (47 columns, 20,000 fit rows, 966 features, 93 per
-    row) 24.4 s with a Hessian formed at every step (39 of them) against 2.8 s (2 formed);
-    diabetes 5.8 s against 1.3 s; diamonds 4.5 s against 1.1 s; CPS1988 1.2 s against 0.6
-    s; the same lambda, and every log weight within 5e-6."""
+    Dembo, Eisenstat and Steihaug 1982). On a table of 966 features (93 per row) the whole
+    discrepancy search takes 2.8 s of CPU against 24.4 s with a Hessian formed at every step,
+    with the same lambda and every log weight within 5e-6
+    (docs/decisions/0019-tilt-solver.md)."""
 
     def __init__(self, phi: sparse.csr_array) -> None:
         self.phi = phi
@@ -187,8 +186,9 @@ class LaggedHessian:
         """Cholesky solve, keeping the factor; an ill-conditioned Hessian (lam near 0) falls
         back to least squares and leaves no factor (the next step forms H again). Called
         with one BLAS thread: the Hessians are a few hundred wide, where threading only adds
-        synchronisation; on this 2-core machine under load a 177 x 177 solve took 106 ms
-        wall (53 ms CPU) with OpenBLAS' threads and 0.27 ms with one (issue 18)."""
+        synchronisation: on a 2-core machine under load a 177 x 177 solve takes 106 ms wall
+        (53 ms CPU) with OpenBLAS' threads and 0.27 ms with one
+        (docs/decisions/0019-tilt-solver.md)."""
         try:
             self.factor = linalg.cho_factor(hessian)
         except linalg.LinAlgError:
@@ -215,21 +215,17 @@ def discrepancy_lambda(
     At the upper end of `LAMBDA_RANGE` the tilt is essentially flat. If no lam reaches the
     target (moments no tilt can reach, e.g. when the held margins and the noisy targets
     disagree), the target becomes the least chi2 found plus the original target: the noise
-    level above the unreachable part. (Using the least chi2 itself drove the tilt to weights
-    no tempering made reliable: flat weights on RAND HIE at epsilon 100.)
+    level above the unreachable part (the least chi2 itself drives the tilt to weights no
+    tempering makes reliable).
 
     Continuation from the flat end: lam descends from the top of `LAMBDA_RANGE` a decade at
     a time, each tilt warm-started from the one at the larger lam, until chi2 reaches the
     target; bisection in log lam inside that decade, each step warm-started from the
     bracket's upper end, narrows it to `LAMBDA_TOLERANCE`. Small lam is where the dual is
     nearly unbounded (targets outside the rows' hull), and Newton started far from the
-    optimum stalls there. The former order (the lowest lam first, from 0, then bisection
-    warm-started from below) stalled in 4 of 83 weights fits of NYC flights (50,000 fit
-    rows, 672 features), all ending in flat weights: either chi2 9e7 at the lowest lam
-    (against 2e5 for flat weights) made every lam "reach" the target (lam 4e9), or the
-    bisection, warm-started from that lowest lam's tilt, never came back up (lam 7: weights
-    no tempering made reliable). This order, on the same 30 seeded fits in which the former
-    stalled twice: none, and 10 s of CPU instead of 20 for the search.
+    optimum stalls there: solving the lowest lam first (from 0, then bisection warm-started
+    from below) ends in flat weights on some fits this order completes (measurements:
+    docs/decisions/0019-tilt-solver.md).
     """
     phi = as_sparse(phi)
     free = slice(0, means.size - held)
@@ -290,7 +286,7 @@ def temper_for_ess(log_weights: np.ndarray, floor: float, rake: Rake | None = No
     With `rake`, the search for the raked weights runs below min(1, 4 t0), t0 the answer for
     the unraked weights (50 cheap bisection steps), so weights far beyond the floor (a tilt
     fitted to noise, log weights spanning thousands of nats) are never raked at the large t
-    where raking is slowest (NMES1988: 27 s of raking before this bracket). Should raking
+    where raking is slowest (unbracketed, 27 s of raking on a 19-column table). Should raking
     raise the ESS enough that the raked answer lies above 4 t0, the result is 4 t0: more
     tempering, weights closer to flat, never less safe."""
     n = log_weights.size

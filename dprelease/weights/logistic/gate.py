@@ -1,5 +1,6 @@
 """The noise gate of the coefficient-noise weights: flat weights when the DP coefficients
-carry no signal detectable above their own noise (issue 14, "never worse by default")."""
+carry no signal detectable above their own noise ("never worse by default";
+docs/decisions/0022-logistic-and-neural-weights.md)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ def noise_gate(beta_tilde: np.ndarray, mechanism: str, scale: float) -> dict:
     d * Var(zeta^2)/Var(zeta)^2 (2d for Gaussian noise, a chi-square; 5d for Laplace). When
     T <= d + NOISE_GATE_SDS * sd the coefficients carry no detectable signal, so the log
     weights beta_tilde^T x would be (almost) pure noise: a random tilt that makes weighted
-    estimates worse, not better (issue 14; debiasing fixes E[w], not this variance). The
+    estimates worse, not better (debiasing fixes E[w], not this variance). The
     weights are then flat. This is the "never worse by default" rule for the paper's
     estimator; `noise_gate=False` gives the paper's weights unchanged.
     """

@@ -81,25 +81,20 @@ from dprelease.weights.logistic.solver import (
 )
 
 MECHANISMS = ("laplace", "gaussian")
-# Defaults, from the toy example (synthetic uniform on [0, 1]^2, real uniform on the triangle
-# x1 + x2 < 1, plus a 20-feature variant with 18 uninformative features; 6-10 seeds, epsilon
-# 0.5-6, delta 1e-5, N = 500-50,000), scored by the total variation between the normalised
-# weights and the true ones (2 on the triangle, 0 outside):
-# - lam: 0.01 was best or within 0.01 of the best TV for d = 2 at every N and epsilon (the
-#   misspecified linear logit prefers a soft boundary; smaller lam only adds noise, larger lam
-#   flattens the weights). For d = 20 and N = 2,000 at epsilon = 1 the best lam was ~0.05,
-#   where 0.01 leaves the noise too large (TV 0.52 vs 0.36). The default is therefore
-#   lam = max(0.01, 4 c (d + 1) / (n0 epsilon)), c = 1 + 2e-6 the certification's factor
-#   (Delta_2 = c R / (n0 lam), `logistic.solver`): the second term keeps the Laplace scale
+# Defaults, chosen on the toy example (synthetic uniform on [0, 1]^2, real uniform on the
+# triangle x1 + x2 < 1, and a 20-feature variant), scored by the total variation between the
+# normalised weights and the true ones:
+# - lam = max(0.01, 4 c (d + 1) / (n0 epsilon)), c = 1 + 2e-6 the certification's factor
+#   (Delta_2 = c R / (n0 lam), `logistic.solver`): 0.01 is best or near it with few features
+#   (the misspecified linear logit prefers a soft boundary; smaller lam only adds noise,
+#   larger lam flattens the weights), and the second term keeps the Laplace scale
 #   rho = c (d + 1) / (n0 lam epsilon) <= 1/4 (never refused, finite-variance weights) and the
-#   Gaussian noise on a log weight, sigma ||x|| <= sigma R, of order 1; it selected lam within
-#   the best TV band in every configuration above. Non-private logreg uses 0.01.
-# - mechanism "gaussian": for d = 2 both variants gave the same TV (within 0.01-0.03 either
-#   way); for d = 20, Laplace was refused (rho >= 1) for every lam <= 0.01 at N = 2,000,
-#   epsilon = 1, and gave TV 0.46 vs 0.37 for Gaussian at lam = 0.02. The per-coordinate
-#   noise std is sqrt(2 (d + 1)) Delta_2 / epsilon for Laplace against ~3.7 Delta_2 / epsilon
-#   for the analytic Gaussian at delta = 1e-5, so Gaussian wins from d + 1 > ~7 on, and its
-#   b(x) always exists.
+#   Gaussian noise on a log weight, sigma ||x|| <= sigma R, of order 1. Non-private logreg
+#   uses 0.01.
+# - mechanism "gaussian": the per-coordinate noise SD is sqrt(2 (d + 1)) Delta_2 / epsilon for
+#   Laplace against ~3.7 Delta_2 / epsilon for the analytic Gaussian at delta = 1e-5, so
+#   Gaussian wins from d + 1 > ~7 on, and its b(x) always exists.
+# Measurements: docs/decisions/0022-logistic-and-neural-weights.md.
 DEFAULT_LAMBDA = 0.01
 LAMBDA_NOISE_FACTOR = 4.0
 DEFAULT_MECHANISM = "gaussian"
