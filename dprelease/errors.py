@@ -7,6 +7,7 @@ table: they may end up in Prefect flow-run states and logs (docs/privacy-model.m
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 from collections.abc import Iterator
 
 
@@ -52,3 +53,28 @@ def spend_kept() -> Iterator[None]:
         kept = type(error)(f"{error} ({SPEND_KEPT})")
         kept.spend_kept = True
         raise kept from None
+
+
+# The optional dependency groups of pyproject.toml: the modules each one brings, with the
+# package that installs each.
+EXTRAS = {
+    "torch": {"torch": "torch", "opacus": "opacus"},
+    "mbi": {"mbi": "mbi", "polars": "polars"},
+    "dask": {"dask": "dask", "distributed": "distributed", "prefect_dask": "prefect-dask"},
+    "evaluate": {"ot": "POT"},
+}
+
+
+def require(extra: str, what: str) -> None:
+    """Raise an `InputError` (exit 2, one line) naming the extra to install when a module of
+    the optional dependency group `extra` is not installed; `what` is what needs it."""
+    for module, package in EXTRAS[extra].items():
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            raise InputError(
+                f"{what} needs the optional dependency {package}: "
+                f"pip install 'dprelease[{extra}]'"
+            )

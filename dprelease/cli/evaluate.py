@@ -10,8 +10,8 @@ import typer
 
 from dprelease.cli import support
 from dprelease.config import InputPolicy, SyntheticConfig, parse_config
-from dprelease.errors import InputError
-from dprelease.evaluation.harness import DEFAULT_WEIGHT_METHODS
+from dprelease.errors import InputError, require
+from dprelease.evaluation.harness import DEFAULT_WEIGHT_METHODS, EvaluationGrid
 from dprelease.generators import GENERATORS
 from dprelease.io.stream import preflight
 from dprelease.release.synthetic.plan import DEFAULT_GENERATOR
@@ -45,12 +45,15 @@ def evaluate(
             metavar="ADDRESS|local",
             help="Run the cells on Dask: 'local' starts a 2-worker local cluster, an address "
             "(tcp://host:8786) uses a running scheduler. The real table's train/test parts go "
-            "to the workers: keep them inside your trust boundary. Default: threads here.",
+            "to the workers: keep them inside your trust boundary. Default: threads here. "
+            "Needs the dask extra.",
         ),
     ] = None,
     verbose: support.VerboseOption = False,
 ) -> None:
-    """Evaluate generators x weights x epsilons on a train/test split (not for publication)."""
+    """Evaluate generators x weights x epsilons on a train/test split (not for publication).
+
+    Needs the evaluate extra (POT); the default weights mlp and dp_mlp need the torch extra."""
     from dprelease.schema import load_schema
 
     epsilon_values = _csv(epsilons, float)
@@ -65,6 +68,10 @@ def evaluate(
                 f"epsilon={public.budget.epsilon:g}: no release may spend more than the cap; "
                 "pass --epsilons at most the cap"
             )
+        grid = EvaluationGrid(generators=tuple(_csv(generators)), weights=tuple(_csv(weights)))
+        grid.require_extras()
+        if dask:
+            require("dask", "--dask")
         preflight(input_path, public, InputPolicy())
     directory = support.run_flow(
         "dprelease.orchestration.flows.evaluate:run_evaluation",

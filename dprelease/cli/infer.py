@@ -226,7 +226,10 @@ def abcdp(
         typer.Option("--n-sim", help="Simulated rows per draw m (default min(n_hat, 10000))."),
     ] = None,
     kernel: Annotated[
-        str, typer.Option("--kernel", help="gaussian_rff or gaussian_exact.")
+        str,
+        typer.Option(
+            "--kernel", help="gaussian_rff (needs the torch extra) or gaussian_exact."
+        ),
     ] = "gaussian_rff",
     n_features: Annotated[int, typer.Option("--n-features", help="Random features D.")] = 500,
     bandwidth: Annotated[

@@ -51,7 +51,8 @@ def release(
             help=f"Synthetic-data generator: {', '.join(GENERATORS)} (default: "
             f"{DEFAULT_GENERATOR}). pgm and marginals with calibration, logistic or no "
             "weights stream the input in chunks (bounded memory); the other generators and "
-            "weights load the whole table into memory.",
+            "weights load the whole table into memory. dpgan and dpcgan need the torch extra, "
+            "mst and aim the mbi extra.",
             show_default=False,
         ),
     ] = None,
@@ -61,7 +62,7 @@ def release(
         typer.Option(
             "--weights",
             help=f"Importance weights: {', '.join(RELEASE_WEIGHTS)} (default: "
-            f"{DEFAULT_WEIGHTS})",
+            f"{DEFAULT_WEIGHTS}; dp_mlp needs the torch extra)",
             show_default=False,
         ),
     ] = None,

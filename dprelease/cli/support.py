@@ -34,6 +34,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from dprelease.config import InputPolicy, InvalidRows, OutOfBounds
 from dprelease.diagnostics.accuracy import NOT_USABLE
@@ -139,8 +140,9 @@ VerboseOption = Annotated[
 
 
 def fail(message: str, exit_code: int = 2) -> typer.Exit:
-    """Print `error: message` on stderr; return the Exit to raise."""
-    stderr.print(f"[bold red]error:[/bold red] {message}", highlight=False, soft_wrap=True)
+    """Print `error: message` on stderr (as written: brackets are not markup); return the
+    Exit to raise."""
+    stderr.print(f"[bold red]error:[/bold red] {escape(message)}", highlight=False, soft_wrap=True)
     return typer.Exit(exit_code)
 
 

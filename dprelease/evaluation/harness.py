@@ -28,6 +28,7 @@ from dprelease import weights as weight_methods
 from dprelease.config import SyntheticConfig
 from dprelease.diagnostics import PsisResult, normalised_weights
 from dprelease.encoding import Encoder
+from dprelease.errors import require
 from dprelease.evaluation.metrics import Task, beta_mse, downstream, wasserstein
 from dprelease.evaluation.timing import StepTimer
 from dprelease.generators import GENERATORS
@@ -70,6 +71,16 @@ class EvaluationGrid:
     n_synthetic: int | None = None
     wst_rows: int = 2000
     generator_options: dict = field(default_factory=dict)
+
+    def require_extras(self) -> None:
+        """InputError naming the extra to install when the evaluation's metrics, a chosen
+        generator or a chosen weight method need an optional dependency that is missing."""
+        require("evaluate", "dprelease evaluate (its Wasserstein metric)")
+        for name in self.generators:
+            if name in GENERATORS:  # unknown names are refused by the release's plan
+                GENERATORS[name].require_extra()
+        for method in self.weights:
+            weight_methods.require_extra(method)
 
     def preload(self) -> None:
         """Import every chosen generator's lazily imported modules in this thread, before

@@ -12,8 +12,8 @@ from dprelease.generators.mbi import AIM, MST
 from dprelease.generators.pgm.generator import PrivateGraphicalModel
 from dprelease.generators.privbayes import PrivBayes
 
-# gan.py imports torch and mbi.py opendp/polars only inside methods: importing this package
-# stays light.
+# gan/ imports torch and mbi.py mbi/polars only inside methods: importing this package needs
+# no optional dependency (a generator that needs one checks it, `Generator.require_extra`).
 GENERATORS: dict[str, type[Generator]] = {
     cls.name: cls
     for cls in (PrivateGraphicalModel, IndependentMarginals, DPGAN, DPCGAN, PrivBayes, MST, AIM)

@@ -28,6 +28,7 @@ from typing import Any, ClassVar, Literal, Protocol
 import numpy as np
 
 from dprelease.encoding import Encoder
+from dprelease.errors import require
 from dprelease.privacy.accounting import PlannedSpend
 from dprelease.privacy.mechanisms import Laplace, Mechanism
 from dprelease.privacy.noise import NoiseSource
@@ -113,6 +114,14 @@ class Generator(ABC):
     # (`preload`): scikit-learn reads `sys.modules["polars"]` without the import lock, so a
     # thread importing polars for OpenDP broke another thread's scikit-learn fit.
     lazy_imports: ClassVar[tuple[str, ...]] = ()
+    # The optional dependency group (pyproject's extras) the generator needs, if any.
+    extra: ClassVar[str | None] = None
+
+    @classmethod
+    def require_extra(cls) -> None:
+        """InputError naming the extra to install when the generator's is missing."""
+        if cls.extra is not None:
+            require(cls.extra, f"generator {cls.name!r}")
 
     @classmethod
     def preload(cls) -> None:
@@ -121,6 +130,7 @@ class Generator(ABC):
             importlib.import_module(module)
 
     def __init__(self, encoder: Encoder, epsilon: float, delta: float) -> None:
+        self.require_extra()
         if not epsilon > 0:
             raise ValueError(f"{self.name}: epsilon must be positive")
         self.encoder = encoder

@@ -172,6 +172,7 @@ class _OpenDPMarginalGenerator(Generator):
     shows_progress = True
     zcdp_with_delta = True
     lazy_imports = ("polars", "opendp.prelude", "opendp.extras.mbi", "mbi.estimation")
+    extra = "mbi"
 
     def __init__(
         self,

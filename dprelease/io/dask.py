@@ -27,7 +27,7 @@ import pandas as pd
 
 from dprelease.config import InvalidRows
 from dprelease.encoding import Encoder
-from dprelease.errors import InputError
+from dprelease.errors import InputError, require
 from dprelease.io.stream import NO_ROWS, StreamingInput
 from dprelease.io.validate import check_chunk
 
@@ -58,6 +58,7 @@ def dask_cell_counts(
 
     The column set is checked first, on the client; an empty table is refused like the
     one-machine path (the emptiness is read from the summed counts, never reported)."""
+    require("dask", "counting on Dask")
     import dask
     import dask.dataframe as dd
 

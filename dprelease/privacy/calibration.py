@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import math
 
+from dprelease.errors import require
+
 DPSGD_ACCOUNTANT = "rdp"
+DPSGD_ACCOUNTING = "DP-SGD accounting (Opacus' RDP accountant)"
 # Opacus' default orders stop at 63, where small-epsilon, many-step runs still want larger
 # ones (Opacus then warns that the bound is loose); these orders extend them.
 RDP_ORDERS = tuple(
@@ -63,6 +66,7 @@ def dpsgd_noise_multiplier(
     relative_tolerance: float = 0.005,
 ) -> float:
     """Smallest noise multiplier whose epsilon is in [(1 - tol) epsilon, epsilon]."""
+    require("torch", DPSGD_ACCOUNTING)
     from opacus.accountants.utils import get_noise_multiplier
 
     _check_epsilon(epsilon)
@@ -82,6 +86,7 @@ def dpsgd_noise_multiplier(
 
 def dpsgd_epsilon(noise_multiplier: float, delta: float, sample_rate: float, steps: int) -> float:
     """Epsilon of T Poisson-subsampled Gaussian steps, from the calibrating accountant."""
+    require("torch", DPSGD_ACCOUNTING)
     from opacus.accountants import create_accountant
 
     _check_dpsgd(delta, sample_rate, steps)

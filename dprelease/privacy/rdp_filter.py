@@ -98,8 +98,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from dprelease.errors import require
 from dprelease.privacy import mechanisms as mech
 from dprelease.privacy.accounting import Spend, at_most
+from dprelease.privacy.calibration import DPSGD_ACCOUNTING
 
 FILTER_ORDERS = (1.5, 1.75, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 12.0, 16.0, 20.0, 32.0, 64.0,
                  256.0)  # fmt: skip
@@ -133,6 +135,7 @@ def rdp_curve(mechanism: mech.Mechanism) -> tuple[float, ...]:
     elif isinstance(mechanism, mech.Laplace):
         curve = np.array([_laplace_rdp(mechanism.epsilon, a) for a in FILTER_ORDERS])
     elif isinstance(mechanism, mech.PoissonSubsampledGaussian):
+        require("torch", DPSGD_ACCOUNTING)
         from opacus.accountants.analysis.rdp import compute_rdp
 
         curve = np.asarray(

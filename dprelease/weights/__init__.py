@@ -29,6 +29,7 @@ from dprelease.weights.api import (
     PRIVATE_METHODS,
     estimate,
     plan,
+    require_extra,
 )
 from dprelease.weights.base import WeightEstimate
 from dprelease.weights.free import Discriminator
@@ -43,4 +44,5 @@ __all__ = [
     "WeightEstimate",
     "estimate",
     "plan",
+    "require_extra",
 ]

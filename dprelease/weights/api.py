@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from dprelease.errors import InputError
+from dprelease.errors import InputError, require
 from dprelease.privacy.noise import NoiseSource
 from dprelease.weights.base import (
     MethodSpec,
@@ -42,9 +42,19 @@ ENCODER_METHODS = (CALIBRATION.name,)
 
 def _spec(method: str) -> MethodSpec:
     try:
-        return _REGISTRY[method]
+        spec = _REGISTRY[method]
     except (KeyError, TypeError):
         raise InputError(f"unknown weight method {method!r}; choose one of {METHODS}") from None
+    require_extra(method)
+    return spec
+
+
+def require_extra(method: str) -> None:
+    """InputError naming the extra to install when the method's optional dependency is
+    missing (nothing for unknown methods and those that need none)."""
+    spec = _REGISTRY.get(method)
+    if spec is not None and spec.extra is not None:
+        require(spec.extra, f"weight method {method!r}")
 
 
 def _request(

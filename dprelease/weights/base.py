@@ -169,6 +169,7 @@ class MethodSpec:
     must say where it came from in the details' `noise_source`; otherwise `estimate`
     records the `NoiseSource`'s kind. A `chunked` method also takes the real rows as an
     iterable of encoded chunks (the streaming release) and checks each chunk itself.
+    `extra` names the optional dependency group (pyproject's extras) the method needs.
     """
 
     name: str
@@ -177,3 +178,4 @@ class MethodSpec:
     fit: Fit
     uses_real: bool = True
     chunked: bool = False
+    extra: str | None = None

@@ -297,5 +297,5 @@ def _fit_dp_mlp(real, synthetic, plan: Plan, noise: NoiseSource) -> tuple[np.nda
     return _log_weights(net, synthetic), extra
 
 
-MLP = MethodSpec("mlp", "non_private", _plan_mlp, _fit_mlp)
-DP_MLP = MethodSpec("dp_mlp", "private", _plan_dp_mlp, _fit_dp_mlp)
+MLP = MethodSpec("mlp", "non_private", _plan_mlp, _fit_mlp, extra="torch")
+DP_MLP = MethodSpec("dp_mlp", "private", _plan_dp_mlp, _fit_dp_mlp, extra="torch")

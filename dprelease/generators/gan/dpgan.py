@@ -169,6 +169,7 @@ class DPGAN(Generator):
     name = "dpgan"
     has_discriminator = True
     shows_progress = True
+    extra = "torch"
     label_fraction: float = 0.0
 
     def __init__(self, encoder: Encoder, epsilon: float, delta: float = 0.0, **options: Any):

@@ -40,7 +40,7 @@ import numpy as np
 import pandas as pd
 
 from dprelease.config import ABCDPConfig
-from dprelease.errors import InputError
+from dprelease.errors import InputError, require
 from dprelease.inference.abcdp.kernel import (
     RandomFourierFeatures,
     RealDistance,
@@ -179,6 +179,8 @@ def plan_abcdp(schema: Schema, model: LoadedModel, config: ABCDPConfig) -> ABCDP
     Runs before the cap check and before the data is read: a broken model, a column outside
     the schema or out-of-bounds simulations are refused here (exit 2) at no privacy cost.
     """
+    if config.kernel == "gaussian_rff":  # the simulated side's features run in torch
+        require("torch", "ABCDP kernel 'gaussian_rff'")
     seed = config.seed if config.seed is not None else secrets.randbits(63)
     simulator = SimulatorCheck(model, schema, public_stream(seed, PROBE_STREAM))
     draft = ABCDPPlan(config, model, simulator, seed, 1.0, None)

@@ -43,6 +43,7 @@ import math
 
 import numpy as np
 
+from dprelease.errors import require
 from dprelease.inference.abcdp.kernel import RandomFourierFeatures
 from dprelease.inference.abcdp.mechanism import (
     M_MAX,
@@ -122,6 +123,7 @@ def at_threshold(pairs: np.ndarray, threshold: float, n_draws: int, b: float) ->
 def suggest_threshold(plan: ABCDPPlan, n_rows_guess: float, threshold: float | None = None) -> dict:
     """The public threshold plan of the module docstring at a guessed row count (the data
     side's n; m = n_sim or min(n, 10 000) as in the release); also evaluates `threshold`."""
+    require("torch", "the ABCDP threshold plan (random features in torch)")
     config = plan.config
     n_rows = max(1, round(n_rows_guess))
     m = config.n_sim or min(n_rows, M_MAX)

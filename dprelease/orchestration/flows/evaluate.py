@@ -21,6 +21,7 @@ from typing import Any
 from prefect import flow
 from prefect.task_runners import ThreadPoolTaskRunner
 
+from dprelease.errors import require
 from dprelease.evaluation.harness import DEFAULT_WEIGHT_METHODS, EvaluationGrid
 from dprelease.orchestration.tasks import ends_cleanly
 from dprelease.orchestration.tasks import evaluate as steps
@@ -36,6 +37,7 @@ def task_runner(dask: str | None = None):  # -> prefect.task_runners.TaskRunner
     """Threads (None), a local Dask cluster ("local") or a Dask scheduler's address."""
     if not dask:
         return ThreadPoolTaskRunner(max_workers=2)
+    require("dask", "a Dask task runner")
     from prefect_dask import DaskTaskRunner
 
     if dask == LOCAL:
@@ -79,6 +81,7 @@ def evaluation_flow(
         test_fraction=test_fraction,
         n_synthetic=n_synthetic,
     )
+    grid.require_extras()
     steps.check_directory(out_dir)
     schema, train, test = steps.load_split(input_path, schema_path, test_fraction, split_seed)
     grid.preload()
