@@ -114,7 +114,7 @@ def codebook_cells(column: EncodedColumn, bins: int) -> ColumnCells:
     so that the cells at `bins` nest in those at 2 `bins`. Edges lie half-way between
     neighbouring values, so a real value between two codebook values counts as the nearer
     one."""
-    assert isinstance(column.spec, ContinuousColumn)
+    assert isinstance(column.spec, ContinuousColumn)  # a continuous column's codebook
     scaled = scaled_codebook(column.spec)
     if len(scaled) <= bins:
         midpoints = (scaled[:-1] + scaled[1:]) / 2
@@ -204,8 +204,8 @@ def write_cells(
         low, high = cells.edges[in_bin], cells.edges[in_bin + 1]
         values = low + rng.random(n) * (high - low)
         spec = column.spec
-        if isinstance(spec, ContinuousColumn) and spec.values is not None:
-            values = nearest_codebook_value(scaled_codebook(spec), values)  # a value of the cell
+        if isinstance(spec, ContinuousColumn) and spec.values is not None:  # a codebook value
+            values = nearest_codebook_value(scaled_codebook(spec), values)
     out[:, column.value_index] = np.where(missing, 0.0, values)
     if column.missing_index is not None:
         out[:, column.missing_index] = missing
