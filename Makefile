@@ -47,6 +47,7 @@ evaluate: $(STAMP)
 # Each process starts its own temporary Prefect server for the tests that need one.
 test: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -n 2 --durations=10
 
 # The documentation site into site/ (the docs extra: MkDocs, Material, mkdocstrings); --strict

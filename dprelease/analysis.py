@@ -43,7 +43,7 @@ from numpy.typing import ArrayLike
 
 from dprelease.encoding import MISSING_LEVEL, Encoder
 from dprelease.release.files import MANIFEST_FILE, SYNTHETIC_FILE
-from dprelease.schema import Schema
+from dprelease.schema import CategoricalColumn, Schema
 
 
 @dataclass(frozen=True)
@@ -177,7 +177,7 @@ def design_matrix(schema: Schema, table: pd.DataFrame, target: str) -> pd.DataFr
     frame = table.copy()
     if target not in frame.columns:  # rows to predict on need no label: any valid placeholder
         spec = column.spec
-        frame[target] = spec.categories[0] if column.is_categorical else spec.min
+        frame[target] = spec.categories[0] if isinstance(spec, CategoricalColumn) else spec.min
     matrix = encoder.encode(frame[list(schema.columns)])
     keep = np.ones(matrix.shape[1], dtype=bool)
     keep[column.start : column.stop] = False

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 from enum import StrEnum
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Final, Literal, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -142,7 +142,7 @@ class TruncationConfig(ReleaseSettings):
         return self
 
 
-MEDIAN_PRIOR = "median-prior"
+MEDIAN_PRIOR: Final = "median-prior"
 
 
 class ABCDPConfig(ReleaseSettings):

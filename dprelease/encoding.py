@@ -14,11 +14,19 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike
 
-from dprelease.schema import CategoricalColumn, ColumnSpec, IntegerColumn, Schema
+from dprelease.schema import (
+    CategoricalColumn,
+    ColumnSpec,
+    ContinuousColumn,
+    IntegerColumn,
+    Schema,
+)
 
 MISSING_LEVEL = "<missing>"
 
@@ -95,19 +103,20 @@ class Encoder:
         """Encode a table whose values already satisfy the schema (see `dprelease.io.validate`)."""
         matrix = np.zeros((len(table), self.width))
         for column in self.columns:
+            spec = column.spec
             values = table[column.name]
             missing = values.isna().to_numpy()
-            if column.is_categorical:
+            if isinstance(spec, CategoricalColumn):
                 # int64: pandas' codes are int8 up to 127 categories, and int8 + start wraps
                 # past 127 (a 105-level column from position 26 put its last three levels
                 # into another column's slot; numpy 2 keeps the int8 of the array).
-                codes = pd.Categorical(values, categories=column.spec.categories).codes
-                codes = np.where(missing, len(column.spec.categories), codes.astype(np.int64))
+                codes = pd.Categorical(values, categories=spec.categories).codes
+                codes = np.where(missing, len(spec.categories), codes.astype(np.int64))
                 if (codes < 0).any():
                     raise ValueError(f"column {column.name!r} has values outside its categories")
                 matrix[np.arange(len(table)), column.start + codes] = 1.0
             else:
-                low, high = float(column.spec.min), float(column.spec.max)
+                low, high = float(spec.min), float(spec.max)
                 numbers = values.to_numpy(dtype=float, na_value=np.nan)
                 scaled = (numbers - low) / (high - low)
                 if np.any(scaled[~missing] < 0) or np.any(scaled[~missing] > 1):
@@ -122,7 +131,7 @@ class Encoder:
         value (a missing value stays 0): for generators whose output is continuous."""
         out = np.array(matrix, dtype=float)
         for column in self.columns:
-            if getattr(column.spec, "values", None) is None:
+            if not isinstance(column.spec, ContinuousColumn) or column.spec.values is None:
                 continue
             value = out[:, column.value_index]
             snapped = nearest_codebook_value(scaled_codebook(column.spec), value)
@@ -137,18 +146,19 @@ class Encoder:
         matrix = np.asarray(matrix, dtype=float)
         if matrix.ndim != 2 or matrix.shape[1] != self.width:
             raise ValueError(f"expected a matrix with {self.width} columns, got {matrix.shape}")
-        data = {}
+        data: dict[str, pd.Categorical[str] | pd.Series] = {}
         for column in self.columns:
+            spec = column.spec
             block = matrix[:, column.start : column.stop]
-            if column.is_categorical:
+            if isinstance(spec, CategoricalColumn):
                 codes = np.argmax(block, axis=1)
-                if column.spec.nullable:
-                    codes = np.where(codes == len(column.spec.categories), -1, codes)
+                if spec.nullable:
+                    codes = np.where(codes == len(spec.categories), -1, codes)
                 data[column.name] = pd.Categorical.from_codes(
-                    codes, categories=list(column.spec.categories)
+                    codes, categories=pd.Index(spec.categories)
                 )
                 continue
-            low, high = float(column.spec.min), float(column.spec.max)
+            low, high = float(spec.min), float(spec.max)
             values = low + np.clip(matrix[:, column.value_index], 0.0, 1.0) * (high - low)
             values = np.clip(_rounded(values, high - low), low, high)
             missing = (
@@ -156,11 +166,11 @@ class Encoder:
                 if column.missing_index is not None
                 else np.zeros(len(matrix), dtype=bool)
             )
-            data[column.name] = _numeric_series(column.spec, values, missing)
+            data[column.name] = _numeric_series(spec, values, missing)
         return pd.DataFrame(data)
 
 
-def scaled_codebook(spec: ColumnSpec) -> np.ndarray:
+def scaled_codebook(spec: ContinuousColumn) -> np.ndarray:
     """A coded column's codebook `values` scaled to [0, 1] with its bounds, as encoded."""
     return (np.asarray(spec.values, dtype=float) - spec.min) / (spec.max - spec.min)
 
@@ -173,7 +183,7 @@ def nearest_codebook_value(values: tuple[float, ...] | np.ndarray, x: np.ndarray
     return np.where(x - grid[left] < grid[right] - x, grid[left], grid[right])  # ties: right
 
 
-def in_codebook(x: np.ndarray, values: tuple[float, ...]) -> np.ndarray:
+def in_codebook(x: ArrayLike, values: tuple[float, ...]) -> np.ndarray:
     """Whether each x is one of the codebook `values` (to rounding error)."""
     x = np.asarray(x, dtype=float)
     return np.isclose(x, nearest_codebook_value(values, x), rtol=1e-12, atol=1e-12)
@@ -188,8 +198,10 @@ def _rounded(values: np.ndarray, span: float) -> np.ndarray:
     return np.round(values, max(0, 9 - math.floor(math.log10(span))))
 
 
-def _numeric_series(spec: ColumnSpec, values: np.ndarray, missing: np.ndarray) -> pd.Series:
-    if getattr(spec, "values", None) is not None:
+def _numeric_series(
+    spec: ContinuousColumn | IntegerColumn, values: np.ndarray, missing: np.ndarray
+) -> pd.Series:
+    if isinstance(spec, ContinuousColumn) and spec.values is not None:
         values = nearest_codebook_value(spec.values, values)
     if isinstance(spec, IntegerColumn):
         integers = pd.array(np.rint(values).astype(np.int64), dtype="Int64")
@@ -198,9 +210,11 @@ def _numeric_series(spec: ColumnSpec, values: np.ndarray, missing: np.ndarray) -
     return pd.Series(np.where(missing, np.nan, values), dtype="float64")
 
 
-def column_dtypes(schema: Schema) -> dict[str, object]:
+def column_dtypes(
+    schema: Schema,
+) -> dict[str, pd.CategoricalDtype | Literal["Int64", "int64", "float64"]]:
     """The pandas dtype every schema column has after validation and after decoding."""
-    dtypes: dict[str, object] = {}
+    dtypes: dict[str, pd.CategoricalDtype | Literal["Int64", "int64", "float64"]] = {}
     for name, spec in schema.columns.items():
         if isinstance(spec, CategoricalColumn):
             dtypes[name] = pd.CategoricalDtype(list(spec.categories))

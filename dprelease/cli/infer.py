@@ -27,13 +27,16 @@ infer_app = typer.Typer(
 # --- adaptive truncation (Yildirim 2023; dprelease.inference.truncation.online) ----------------
 
 
-RowEpsilon = support.epsilon_option("Epsilon of each row's release.")
-ReleaseEpsilon = support.epsilon_option("Epsilon of the release.")
-TruncationDelta = support.delta_option(
-    "delta_T of the DP row count, without --n-steps (default: T = the schema's min_rows if "
-    "declared and the column is not nullable, else a DP count with delta_T = the cap's delta x "
-    "epsilon / the cap's epsilon)."
-)
+RowEpsilon = Annotated[float, support.epsilon_option("Epsilon of each row's release.")]
+ReleaseEpsilon = Annotated[float, support.epsilon_option("Epsilon of the release.")]
+TruncationDelta = Annotated[
+    float | None,
+    support.delta_option(
+        "delta_T of the DP row count, without --n-steps (default: T = the schema's min_rows "
+        "if declared and the column is not nullable, else a DP count with delta_T = the cap's "
+        "delta x epsilon / the cap's epsilon)."
+    ),
+]
 
 
 @infer_app.command("adaptive-truncation", epilog=support.INFER_EXIT_CODES_HELP)

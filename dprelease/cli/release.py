@@ -31,11 +31,14 @@ RELEASE_WEIGHTS = [m for m in PRIVATE_METHODS if m not in NON_PRIVATE_METHODS] +
 ]
 
 
-ReleaseEpsilon = support.epsilon_option("Epsilon this release spends.")
-ReleaseDelta = support.delta_option(
-    "Delta this release spends (default: the cap's delta x epsilon / the cap's epsilon; 0 for "
-    "a pure-epsilon cap)"
-)
+ReleaseEpsilon = Annotated[float, support.epsilon_option("Epsilon this release spends.")]
+ReleaseDelta = Annotated[
+    float | None,
+    support.delta_option(
+        "Delta this release spends (default: the cap's delta x epsilon / the cap's epsilon; "
+        "0 for a pure-epsilon cap)"
+    ),
+]
 
 
 def release(
@@ -118,7 +121,7 @@ def release(
         )  # fmt: skip
         public = load_schema(schema)
         plan = plan_release(public, config)
-        if GENERATORS[plan.config.generator].shows_progress:
+        if plan.generator.shows_progress:
             config = config.model_copy(update={"generator_options": {"progress": True}})
     support.publish_command(
         "dprelease.orchestration.flows.release:release_flow",

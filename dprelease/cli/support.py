@@ -82,13 +82,13 @@ SchemaOption = Annotated[Path, typer.Option("--schema", help="Public schema (YAM
 
 
 def epsilon_option(help: str) -> Any:
-    """The required `--epsilon` option, with a command's own help."""
-    return Annotated[float, typer.Option("--epsilon", help=help)]
+    """The required `--epsilon` option (of a float), with a command's own help."""
+    return typer.Option("--epsilon", help=help)
 
 
 def delta_option(help: str) -> Any:
-    """The optional `--delta` option (None: the command's documented default)."""
-    return Annotated[float | None, typer.Option("--delta", help=help, show_default=False)]
+    """The optional `--delta` option (of a float or None: the command's documented default)."""
+    return typer.Option("--delta", help=help, show_default=False)
 
 
 OutOption = Annotated[Path, typer.Option("--out", help="Directory of the releases.")]
@@ -268,7 +268,7 @@ def run_flow(flow_path: str, *, verbose: bool, what: str, **params: Any) -> Any:
         handler = _ProgressLine(stack.enter_context(_stage_display(what)))
         for logger in loggers:
             logger.addHandler(handler)
-        stack.callback(lambda: [logger.removeHandler(handler) for logger in loggers])
+            stack.callback(logger.removeHandler, handler)
         return flow(**params)
 
 

@@ -66,6 +66,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from statistics import median
+from typing import Any
 
 import pandas as pd
 
@@ -102,7 +103,7 @@ def grade(measurements: Sequence[Measurement], target: str | None = None) -> dic
     """Each measured marginal's expected TVD, their medians (one-way, multi-way), the grade
     and the relations' resolution, with the `target` where the schema names one (module
     docstring)."""
-    rows = [
+    rows: list[dict[str, Any]] = [
         {"columns": list(m.columns), "cells": m.cells, "expected_tvd": expected_tvd(m)}
         for m in measurements
     ]

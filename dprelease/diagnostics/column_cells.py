@@ -51,7 +51,7 @@ import numpy as np
 from dprelease.generators.base import Measurement
 from dprelease.generators.domain import ColumnCells, cell_index, cells_of_size
 from dprelease.generators.pgm.one_way import stray_runs
-from dprelease.schema import IntegerColumn
+from dprelease.schema import CategoricalColumn, IntegerColumn
 
 if TYPE_CHECKING:
     from dprelease.encoding import EncodedColumn, Encoder
@@ -85,7 +85,9 @@ def cell_crowding(
         total = counts.sum()
         held = int(np.searchsorted(np.cumsum(counts[order]), CROWDED_SHARE * total)) + 1
         held = held if total else 0  # no value in the synthetic rows: nothing crowds
-        widths = np.diff(cells.edges)[order[:held]] * float(column.spec.max - column.spec.min)
+        spec = column.spec
+        assert not isinstance(spec, CategoricalColumn) and cells.edges is not None
+        widths = np.diff(cells.edges)[order[:held]] * float(spec.max - spec.min)
         out[column.name] = {
             "cells": value_cells,
             "cells_holding_90_percent": held,
@@ -116,7 +118,9 @@ def weak_cells(
         counts = np.bincount(index[with_value], minlength=value_cells)
         total = int(counts.sum())
         weak = ~strong_cells(counts * (m.noisy_total / max(index.size, 1)), m.noise_std)
-        low, span = float(column.spec.min), float(column.spec.max - column.spec.min)
+        spec = column.spec
+        assert not isinstance(spec, CategoricalColumn)
+        low, span = float(spec.min), float(spec.max - spec.min)
         values = low + span * synthetic[with_value, column.value_index]
         strong = ~weak[index[with_value]]
         mean = float(values.mean()) if total else None
@@ -167,6 +171,7 @@ def _far_tails(
     below = above = 0.0
     beyond = int(strong[0] + weak.size - 1 - strong[-1]) if strong.size else 0
     if strong.size and index.size:
+        assert cells.edges is not None  # a numeric column's cells
         first, last = (low + span * float(cells.edges[k]) for k in (strong[0], strong[-1] + 1))
         spec = cells.column.spec
         if isinstance(spec, IntegerColumn):  # [a, b) holds the integers ceil(a)..ceil(b) - 1

@@ -105,8 +105,9 @@ def _table(block: pd.DataFrame) -> str:
         if not candidates.empty:
             best = candidates.idxmin() if lower else candidates.idxmax()
         formatted = []
+        mean, error = means[column], errors[column]
         for method in means.index:
-            text = f"{means.at[method, column]:.4g} +- {errors.at[method, column]:.2g}"
+            text = f"{mean[method]:.4g} +- {error[method]:.2g}"
             formatted.append(f"**{text}**" if method == best else text)
         cells[title] = formatted
     cells.index = [m if private[m] else f"{m}*" for m in cells.index]
@@ -185,7 +186,7 @@ def toy_figure(
     grid = np.linspace(0, 1, 80)
     xx, yy = np.meshgrid(grid, grid)
     points = np.vstack([xx.ravel(), yy.ravel()])
-    panels = [("real (triangle)", real, None)]
+    panels: list[tuple[str, np.ndarray, np.ndarray | None]] = [("real (triangle)", real, None)]
     for method in methods:
         if method == "discriminator":
             continue

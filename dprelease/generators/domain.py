@@ -29,7 +29,7 @@ import numpy as np
 
 from dprelease.encoding import EncodedColumn, Encoder, nearest_codebook_value, scaled_codebook
 from dprelease.generators.lattice import Lattice, lattice_values
-from dprelease.schema import IntegerColumn
+from dprelease.schema import ContinuousColumn, IntegerColumn
 
 BOUND_CELLS = 2  # an integer column's bounds split off into cells of their own (bound_split_edges)
 
@@ -69,7 +69,7 @@ def public_cells(column: EncodedColumn, bins: int, *, equal_width: bool = False)
         return ColumnCells(column, np.concatenate([[0.0], midpoints, [1.0]]), points)
     if isinstance(spec, IntegerColumn) and spec.spacing == "log" and not equal_width:
         return ColumnCells(column, log_edges(spec.max - spec.min, bins), None)
-    if getattr(spec, "values", None) is not None and not equal_width:
+    if isinstance(spec, ContinuousColumn) and spec.values is not None and not equal_width:
         return codebook_cells(column, bins)
     if isinstance(spec, IntegerColumn) and not equal_width:
         return ColumnCells(column, bound_split_edges(spec.max - spec.min, bins), None)
@@ -115,6 +115,7 @@ def codebook_cells(column: EncodedColumn, bins: int) -> ColumnCells:
     so that the cells at `bins` nest in those at 2 `bins`. Edges lie half-way between
     neighbouring values, so a real value between two codebook values counts as the nearer
     one."""
+    assert isinstance(column.spec, ContinuousColumn)  # a continuous column's codebook
     scaled = scaled_codebook(column.spec)
     if len(scaled) <= bins:
         midpoints = (scaled[:-1] + scaled[1:]) / 2
@@ -197,21 +198,22 @@ def write_cells(
     if cells.points is not None:
         values = cells.points[in_bin]
     elif isinstance(column.spec, IntegerColumn):
-        values = _integers_in_cells(cells, in_bin, rng)
+        values = _integers_in_cells(column.spec, cells.edges, in_bin, rng)
     elif lattice is not None:
         values = lattice_values(column, cells.edges, in_bin, lattice, rng, ~missing)
     else:
         low, high = cells.edges[in_bin], cells.edges[in_bin + 1]
         values = low + rng.random(n) * (high - low)
-        if getattr(column.spec, "values", None) is not None:  # a codebook value of the cell
-            values = nearest_codebook_value(scaled_codebook(column.spec), values)
+        spec = column.spec
+        if isinstance(spec, ContinuousColumn) and spec.values is not None:  # a codebook value
+            values = nearest_codebook_value(scaled_codebook(spec), values)
     out[:, column.value_index] = np.where(missing, 0.0, values)
     if column.missing_index is not None:
         out[:, column.missing_index] = missing
 
 
 def _integers_in_cells(
-    cells: ColumnCells, in_bin: np.ndarray, rng: np.random.Generator
+    spec: IntegerColumn, edges: np.ndarray, in_bin: np.ndarray, rng: np.random.Generator
 ) -> np.ndarray:
     """Scaled values of integers drawn uniformly among the integers of each chosen bin.
 
@@ -220,10 +222,9 @@ def _integers_in_cells(
     rounds v * span) then lands in the same bin, never on an integer of a neighbouring bin.
     Equal-width bins over a span of at least `bins` integers hold at least one integer each.
     """
-    spec = cells.column.spec
     span = spec.max - spec.min
-    first = np.ceil(cells.edges[:-1] * span - 1e-9)
-    last = np.ceil(cells.edges[1:] * span - 1e-9) - 1
+    first = np.ceil(edges[:-1] * span - 1e-9)
+    last = np.ceil(edges[1:] * span - 1e-9) - 1
     last[-1] = span
     last = np.maximum(last, first)
     low, high = first[in_bin], last[in_bin]

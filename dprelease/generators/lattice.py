@@ -80,14 +80,18 @@ def has_lattice(column: EncodedColumn) -> bool:
 
 def candidate_steps(column: EncodedColumn) -> np.ndarray:
     """The column's candidate steps, coarsest first (public: its bounds only)."""
-    span = float(column.spec.max - column.spec.min)
+    spec = column.spec
+    assert isinstance(spec, ContinuousColumn)
+    span = float(spec.max - spec.min)
     top = math.floor(math.log10(span)) if span > 0 else 0
     return np.array([10.0**k for k in range(top, top - STEPS, -1)])
 
 
 def raw_values(column: EncodedColumn, encoded: np.ndarray) -> np.ndarray:
     """The column's values on the schema's scale (the encoding is (x - min) / span)."""
-    low, high = float(column.spec.min), float(column.spec.max)
+    spec = column.spec
+    assert isinstance(spec, ContinuousColumn)
+    low, high = float(spec.min), float(spec.max)
     return low + encoded[:, column.value_index] * (high - low)
 
 
@@ -186,7 +190,9 @@ def lattice_values(
     marks the rows with a value (all by default: the others are written as missing). A value
     whose scaling rounds it out of its cell is drawn uniformly in the cell instead, so
     decoding never leaves the cell."""
-    low, span = float(column.spec.min), float(column.spec.max - column.spec.min)
+    spec = column.spec
+    assert isinstance(spec, ContinuousColumn)
+    low, span = float(spec.min), float(spec.max - spec.min)
     n_bins = len(edges) - 1
     lows, highs = low + edges[:-1] * span, low + edges[1:] * span
     first = np.ceil(lows[:, None] / lattice.steps - 1e-9)

@@ -236,7 +236,7 @@ class _OpenDPMarginalGenerator(Generator):
 
         frame = pl.DataFrame(
             {
-                name: cell_index(cells, real).astype(np.int64)
+                name: pl.Series(cell_index(cells, real).astype(np.int64))
                 for name, cells in zip(self.names, self.cells, strict=True)
             }
         )

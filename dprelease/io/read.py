@@ -27,8 +27,9 @@ import csv
 import itertools
 import re
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pandas as pd
 
@@ -146,21 +147,26 @@ def record_batches(
     """Record batches of at most `chunk_rows` rows of `columns`, file by file. A CSV line
     that cannot be read as a row is dropped with `drop_invalid_lines`, else refused."""
     import pyarrow.dataset as ds
-    import pyarrow.parquet as pq
 
     if isinstance(dataset, ds.InMemoryDataset):
         yield from dataset.to_table(columns=columns).to_batches(max_chunksize=chunk_rows)
         return
     for file in dataset.files:
         if isinstance(dataset.format, ds.ParquetFileFormat):
-            reader = guard(source, lambda f=file: pq.ParquetFile(f).iter_batches(
-                batch_size=chunk_rows, columns=columns))  # fmt: skip
+            reader = guard(source, partial(_parquet_batches, file, columns, chunk_rows))
         else:
             reader = _csv_batches(file, dataset.schema.names, columns, source, drop_invalid_lines)
         reader = iter(reader)
-        while (batch := guard(source, lambda r=reader: next(r, None))) is not None:
+        while (batch := guard(source, partial(next, reader, None))) is not None:
             for start in range(0, batch.num_rows, chunk_rows):
                 yield batch.slice(start, chunk_rows)
+
+
+def _parquet_batches(file: str, columns: list[str], batch_size: int) -> Iterator:
+    """The record batches of `columns` in one Parquet file."""
+    import pyarrow.parquet as pq
+
+    return pq.ParquetFile(file).iter_batches(batch_size=batch_size, columns=columns)
 
 
 def _csv_batches(
@@ -229,12 +235,12 @@ def _read_lines(block: bytes, names: list[str]) -> tuple[Any, set[str]]:
     if not block:  # every line left out (pyarrow refuses an empty buffer)
         return pa.table({name: pa.array([], pa.string()) for name in names}), found
 
-    def invalid_row(row: Any) -> str:  # the row's text is neither logged nor kept
+    def invalid_row(row: Any) -> Literal["skip"]:  # the row's text is neither logged nor kept
         found.add(OPEN_QUOTE if "\n" in row.text or "\r" in row.text else FIELD_COUNT)
         return "skip"
 
     table = pacsv.read_csv(
-        pa.py_buffer(block),
+        pa.py_buffer(block),  # type: ignore[arg-type]  # a Buffer is read too; stubs omit it
         read_options=pacsv.ReadOptions(column_names=names),
         parse_options=pacsv.ParseOptions(invalid_row_handler=invalid_row),
         convert_options=pacsv.ConvertOptions(

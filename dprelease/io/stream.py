@@ -20,7 +20,7 @@ throughput: docs/decisions/0030-scale-and-latency.md.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -85,7 +85,7 @@ class StreamingInput:
         failing chunk."""
         return self.map(lambda table: table)
 
-    def encoded(self, encoder: Encoder) -> Iterator[np.ndarray]:
+    def encoded(self, encoder: Encoder) -> Generator[np.ndarray, None, None]:
         """Non-empty chunks encoded with `encoder` (rows in [0, 1]^d)."""
         for chunk in self.map(encoder.encode):
             if chunk.shape[0]:

@@ -97,11 +97,11 @@ def check_chunk(batch, schema: Schema, source: str, policy: InputPolicy) -> pd.D
 
 
 def _frame(columns: dict[str, _Column], schema: Schema) -> pd.DataFrame:
-    data = {}
+    data: dict[str, pd.Categorical[str] | np.ndarray] = {}
     for name, spec in schema.columns.items():
         values = columns[name].values
         if isinstance(spec, CategoricalColumn):
-            data[name] = pd.Categorical.from_codes(values, categories=list(spec.categories))
+            data[name] = pd.Categorical.from_codes(values, categories=pd.Index(spec.categories))
         else:
             data[name] = values
     return pd.DataFrame(data)

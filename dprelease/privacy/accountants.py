@@ -33,9 +33,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
-from dprelease.privacy.accounting import Spend, compose
+from dprelease.privacy.accounting import Accountable, Spend, compose
 from dprelease.privacy.mechanisms import ApproxDP, Mechanism, mechanism_from_dict
 from dprelease.privacy.pld import pld_epsilon
 from dprelease.privacy.rdp_filter import FILTER_ORDERS, filter_spend
@@ -57,13 +56,6 @@ VIA_RDP = "rdp"
 # all orders (zCDP entries, e.g. MST/AIM): it is then no PLD figure and is not called one.
 RDP_ALL_ORDERS = "rdp-all-orders"
 VIA_RDP_GENERIC = "rdp: (epsilon, delta) only"
-
-
-class Accountable(Protocol):
-    """A ledger entry or a planned spend: its (epsilon, delta) and typed description."""
-
-    epsilon: float
-    delta: float
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from dprelease.privacy.mechanisms import (
     ApproxDP,
@@ -111,7 +112,18 @@ def closed_form_violation(d: Mechanism | None, epsilon: float, delta: float) -> 
     return None
 
 
-def compose(spends: Iterable[Spend | PlannedSpend]) -> Spend:
+class Accountable(Protocol):
+    """An (epsilon, delta): a ledger entry or a planned spend (with its typed description),
+    or a cap."""
+
+    @property
+    def epsilon(self) -> float: ...
+
+    @property
+    def delta(self) -> float: ...
+
+
+def compose(spends: Iterable[Accountable]) -> Spend:
     """Basic composition: sum of epsilons, sum of deltas."""
     spends = list(spends)
     return Spend(
@@ -120,7 +132,7 @@ def compose(spends: Iterable[Spend | PlannedSpend]) -> Spend:
     )
 
 
-def default_delta(cap: Spend, epsilon: float) -> float:
+def default_delta(cap: Accountable, epsilon: float) -> float:
     """A release's delta when none is given: the cap's delta in proportion to the share of the
     cap's epsilon the release spends, `cap.delta * min(1, epsilon / cap.epsilon)`, so epsilon
     and delta run out together (public: the cap and the arguments only; 0 for a pure-epsilon

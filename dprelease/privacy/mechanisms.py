@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, fields
-from typing import ClassVar
+from typing import ClassVar, Self
 
 KIND_KEY = "kind"
 # Where a JSON record of public parameters (e.g. a weight method's plan) carries its description.
@@ -48,7 +48,7 @@ class _Description:
         return {KIND_KEY: self.kind, **asdict(self)}  # type: ignore[call-overload]
 
     @classmethod
-    def from_dict(cls, data: dict) -> Mechanism:
+    def from_dict(cls, data: dict) -> Self:
         if data.get(KIND_KEY) != cls.kind:
             raise ValueError(f"not a {cls.kind} description: {data!r}")
         names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
@@ -150,7 +150,7 @@ class ApproxDP(_Description):
 
 
 Mechanism = Laplace | Gaussian | PoissonSubsampledGaussian | PureEpsilon | ZCDP | ApproxDP
-KINDS: dict[str, type] = {
+KINDS: dict[str, type[Mechanism]] = {
     cls.kind: cls
     for cls in (Laplace, Gaussian, PoissonSubsampledGaussian, PureEpsilon, ZCDP, ApproxDP)
 }

@@ -166,10 +166,10 @@ def _laplace_rdp(epsilon: float, alpha: float) -> float:
     (1/(a-1)) log(a/(2a-1) e^{(a-1) eps} + (a-1)/(2a-1) e^{-a eps})."""
     if epsilon == 0:
         return 0.0
-    terms = [
+    terms = (
         math.log(alpha / (2 * alpha - 1)) + (alpha - 1) * epsilon,
         math.log((alpha - 1) / (2 * alpha - 1)) - alpha * epsilon,
-    ]
+    )
     return float(np.logaddexp(*terms)) / (alpha - 1)
 
 
@@ -179,10 +179,10 @@ def _randomized_response_rdp(epsilon: float, alpha: float) -> float:
     if epsilon == 0:
         return 0.0
     log_p, log_q = -math.log1p(math.exp(-epsilon)), -math.log1p(math.exp(epsilon))
-    terms = [
+    terms = (
         alpha * log_p + (1 - alpha) * log_q,
         alpha * log_q + (1 - alpha) * log_p,
-    ]
+    )
     return float(np.logaddexp(*terms)) / (alpha - 1)
 
 
@@ -212,10 +212,10 @@ def filter_spend(
     tally = math.fsum(c * approx_delta(m) for m, c in zip(mechanisms, counts, strict=True))
     if not at_most(tally, APPROX_SHARE * delta):
         return Spend(math.inf, delta)
-    pure = [pure_epsilon(m) for m in mechanisms]
+    pure = [p for p in map(pure_epsilon, mechanisms) if p is not None]
     candidates = []
-    if all(p is not None for p in pure):
-        pure_sum = math.fsum(c * p for p, c in zip(pure, counts, strict=True))  # type: ignore[operator]
+    if len(pure) == len(mechanisms):
+        pure_sum = math.fsum(c * p for p, c in zip(pure, counts, strict=True))
         candidates.append(Spend(pure_sum, tally))
     if delta > 0:
         composed = np.zeros(len(FILTER_ORDERS))

@@ -165,7 +165,7 @@ def statement_check(manifest: dict) -> Check:
     accountant, _ = _accountant(manifest)
     if accountant not in statement:
         return Check("privacy-statement", False, f"does not name the accountant {accountant!r}")
-    stated = {"epsilon": [], "delta": []}
+    stated: dict[str, list[float]] = {"epsilon": [], "delta": []}
     for key, number in _STATEMENT_NUMBER.findall(statement):
         try:
             stated[key].append(float(number))

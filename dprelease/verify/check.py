@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeGuard
 
 from dprelease.privacy.accounting import Spend
 
@@ -26,9 +27,13 @@ def spend_of(value: object) -> Spend:
     if not isinstance(value, dict):
         raise ValueError(f"expected {{epsilon, delta}}, got {type(value).__name__}")
     epsilon, delta = value.get("epsilon"), value.get("delta")
-    if not all(isinstance(x, int | float) and not isinstance(x, bool) for x in (epsilon, delta)):
+    if not (_is_number(epsilon) and _is_number(delta)):
         raise ValueError("epsilon and delta must be numbers")
     return Spend(float(epsilon), float(delta))
+
+
+def _is_number(x: object) -> TypeGuard[float]:
+    return isinstance(x, int | float) and not isinstance(x, bool)
 
 
 def read_parquet(path: Path):  # noqa: ANN201 (pyarrow.Table; pyarrow is imported lazily)

@@ -35,7 +35,7 @@ def select_tail(lw: np.ndarray, m_tail: int) -> tuple[np.ndarray, np.ndarray]:
         cutoff = lw[np.arange(n_rows), order[:, n_draws - m_tail - 1]]
         tail_idx = np.ascontiguousarray(order[:, n_draws - m_tail :])
     tied_rows = np.flatnonzero(lw[np.arange(n_rows)[:, None], tail_idx].min(axis=1) == cutoff)
-    for r in tied_rows:
+    for r in tied_rows.tolist():
         # Values equal to the cutoff straddle it: keep every entry above it plus the tied
         # entries with the largest indices (the last ones in a stable ascending sort).
         above = np.flatnonzero(lw[r] > cutoff[r])

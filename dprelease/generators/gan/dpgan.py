@@ -181,12 +181,13 @@ class DPGAN(Generator):
         self.label_epsilon = self.epsilon * self.label_fraction
         self.dpsgd_target = self.epsilon - self.label_epsilon
         self.sample_rate = self._sample_rate()
-        if self.options.steps is None:
+        steps = self.options.steps
+        if steps is None:
             steps = default_steps(
                 self.dpsgd_target, delta, self.sample_rate, self.options.batch_size
             )
             self.options = replace(self.options, steps=steps)
-        steps = self.options.steps
+        self.steps = steps
         self.noise_multiplier = dpsgd_noise_multiplier(
             self.dpsgd_target, delta, self.sample_rate, steps
         )
@@ -219,14 +220,14 @@ class DPGAN(Generator):
         clip = self.options.max_grad_norm
         dpsgd = self.spend(
             "dpsgd-poisson-subsampled-gaussian",
-            PoissonSubsampledGaussian(self.noise_multiplier, self.sample_rate, self.options.steps),
+            PoissonSubsampledGaussian(self.noise_multiplier, self.sample_rate, self.steps),
             self.epsilon_reported,
             self.delta,
             neighbouring=NEIGHBOURING,
             accountant=DPSGD_ACCOUNTANT,
             noise_multiplier=self.noise_multiplier,
             sample_rate=self.sample_rate,
-            steps=self.options.steps,
+            steps=self.steps,
             max_grad_norm=clip,
             sensitivity=clip,
             noise_scale=self.noise_multiplier * clip,
@@ -248,7 +249,7 @@ class DPGAN(Generator):
         plan = DPSGDPlan(
             noise_multiplier=self.noise_multiplier,
             sample_rate=self.sample_rate,
-            steps=self.options.steps,
+            steps=self.steps,
             delta=self.delta,
             max_grad_norm=self.options.max_grad_norm,
             batch_size=self.options.batch_size,
@@ -307,8 +308,8 @@ class DPGAN(Generator):
         if labels is None:
             return None
         probabilities = torch.as_tensor(labels, dtype=torch.float32)
-        labels = torch.multinomial(probabilities, n, replacement=True, generator=generator)
-        return torch.nn.functional.one_hot(labels, len(probabilities)).float()
+        drawn = torch.multinomial(probabilities, n, replacement=True, generator=generator)
+        return torch.nn.functional.one_hot(drawn, len(probabilities)).float()
 
     def _sample(self, state: GANState, n: int, rng: np.random.Generator) -> np.ndarray:
         import torch

@@ -37,7 +37,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -92,6 +92,9 @@ def _float32_at_or_above(edges: np.ndarray) -> np.ndarray:
 class _NumericHead(nn.Module):
     """Cell one-hot and value of one numeric column (buffers: the public cell geometry)."""
 
+    low: torch.Tensor
+    width: torch.Tensor
+
     def __init__(self, cells: ColumnCells) -> None:
         super().__init__()
         assert cells.edges is not None
@@ -144,7 +147,7 @@ class TabularGenerator(nn.Module):
         numeric_names = [c.name for c in self.columns if not c.is_categorical]
         self.numeric_position = {name: i for i, name in enumerate(numeric_names)}
         n_logits = sum(
-            self.numeric[self.numeric_position[c.name]].n_logits
+            self._head(c.name).n_logits
             if c.name in self.numeric_position
             else c.width
             for c in self.columns
@@ -152,6 +155,9 @@ class TabularGenerator(nn.Module):
         )
         condition_width = 0 if condition is None else condition.width
         self.body = mlp(latent_dim + condition_width, hidden, n_logits, nn.ReLU)
+
+    def _head(self, name: str) -> _NumericHead:
+        return cast(_NumericHead, self.numeric[self.numeric_position[name]])
 
     def forward(
         self, z: torch.Tensor, condition: torch.Tensor | None, generator: torch.Generator
@@ -166,7 +172,7 @@ class TabularGenerator(nn.Module):
                 assert condition is not None
                 encoded.append(condition)
             elif column.name in self.numeric_position:
-                head = self.numeric[self.numeric_position[column.name]]
+                head = self._head(column.name)
                 blocks, one_hot = head(logits[:, start : start + head.n_logits], generator)
                 encoded += blocks
                 cells.append(one_hot)

@@ -97,7 +97,9 @@ class CountedCells:
             if chosen.size == counted.size:
                 chosen, mapping = counted, np.arange(counted.size)
             else:
-                mapping = refinement(counted, chosen)
+                refines = refinement(counted, chosen)
+                assert refines is not None  # counted cells refine every resolution's cells
+                mapping = refines
             cells.append(chosen)
             maps.append(mapping)
         lifted = None

@@ -74,6 +74,7 @@ from __future__ import annotations
 
 import math
 from itertools import combinations
+from typing import Any, Literal
 
 import numpy as np
 
@@ -194,7 +195,7 @@ class PrivateGraphicalModel(CountsGenerator):
         }
 
     def planned_spends(self) -> list[PlannedSpend]:
-        params = {"tables": self.tables, "noise_std": self.noise_std}
+        params: dict[str, Any] = {"tables": self.tables, "noise_std": self.noise_std}
         if self.gaussian:
             zcdp = ZCDP(self.rho)
             return [self.spend("zcdp-gaussian-marginals", zcdp, self.spent_epsilon, self.delta,
@@ -209,7 +210,7 @@ class PrivateGraphicalModel(CountsGenerator):
         index = [cell_index(cells, real) for cells in self.counted.counted]
         y = (
             np.zeros(len(real), dtype=np.int64)
-            if self.target is None
+            if self.target is None or self.target_groups is None
             else self.target_groups[self.counted.to_base[self.target][index[self.target]]]
         )
         counts = [
@@ -267,6 +268,7 @@ class PrivateGraphicalModel(CountsGenerator):
         model_std = self.noise_std["model"]
         model_y = None
         if self.target is not None:  # the target's groups of DP mass (rounds 2 and 3)
+            assert grid.target_groups is not None  # a target has its groups
             group_shares = coarsen(one_way[self.target], 0, grid.target_groups)
             nullable = grid.cells[self.target].column.spec.nullable
             y_map = model_target_groups(total, model_std, group_shares, nullable)
@@ -287,7 +289,11 @@ class PrivateGraphicalModel(CountsGenerator):
             nodes.append(node)
             sums += node_sums(node, noisy, self.target, model_y, model_std**2)
         one_way = pooled_one_way(one_way, std**2, total, sums)
-        y_shares = np.ones(1) if model_y is None else coarsen(one_way[self.target], 0, model_y)
+        y_shares = (
+            np.ones(1)
+            if model_y is None or self.target is None
+            else coarsen(one_way[self.target], 0, model_y)
+        )
         nodes = match_one_way(nodes, one_way, y_shares)
         nodes = couple(nodes, grid.cells, self.target, y_shares)
         edges = [(p, j) for j, p in parents.items() if p is not None]
@@ -375,16 +381,16 @@ class PrivateGraphicalModel(CountsGenerator):
     def measurements_of(self, state: TreeModel) -> list[Measurement]:
         """The fine one-way histograms and the model round's tables (the accuracy statement
         grades what the release reproduces; the selection tables only choose the tree)."""
-        kind = "gaussian" if self.gaussian else "laplace"
+        kind: Literal["laplace", "gaussian"] = "gaussian" if self.gaussian else "laplace"
         one_way, std = self.noise_std["one-way"], self.noise_std["model"]
         out = [Measurement((c.column.name,), c.size, kind, one_way, total, (c.size,))
                for c, total in zip(state.cells, state.totals, strict=True)]  # fmt: skip
         name, total = [c.name for c in self.encoder.columns], float(np.median(state.totals))
         for node in state.nodes:
             members = (self.target, node.parent, node.column)
-            kept = [k for k, i in enumerate(members) if i is not None]
-            columns = tuple(name[members[k]] for k in kept)
-            shape = tuple(int(node.table.shape[k]) for k in kept)
+            kept = [(k, i) for k, i in enumerate(members) if i is not None]
+            columns = tuple(name[i] for _, i in kept)
+            shape = tuple(int(node.table.shape[k]) for k, _ in kept)
             out.append(Measurement(columns, node.table.size, kind, std, total, shape))
         return out
 

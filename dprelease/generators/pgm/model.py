@@ -49,8 +49,7 @@ def consecutive_groups(
     dependence is measured where its rows are. (A column with a quarter of its rows at 0 in a
     0-3,500 range gets its zeros their own coarse cell at 2 groups, where equal widths put
     0-1,750 together: credit card's expenditure, whose zeros are the target's "no".)"""
-    missing = int(missing)
-    regular = size - missing
+    regular = size - int(missing)
     groups = max(1, min(groups, regular))
     if shares is None or groups == regular:
         mapping = (np.arange(regular) * groups) // regular
@@ -158,11 +157,12 @@ def sample_cells(model: TreeModel, n: int, rng: np.random.Generator) -> list[np.
     stratified within the rows that share its condition (`systematic_uniforms`), and a
     coupled feature's fine cells go to the rows of each coarse cell in the order of their
     latent target (`couple`, `pgm.latent`)."""
-    chosen: list[np.ndarray | None] = [None] * len(model.one_way)
+    chosen: dict[int, np.ndarray] = {}
     latent_y = None
     if model.target is None:
         y_coarse = np.zeros(n, dtype=np.int64)
     else:
+        assert model.target_groups is not None  # a target has its groups
         chosen[model.target] = stratified_choice(model.one_way[model.target], n, rng)
         y_coarse = model.target_groups[chosen[model.target]]
         if any(node.latent_correlations is not None for node in model.nodes):
@@ -173,14 +173,16 @@ def sample_cells(model: TreeModel, n: int, rng: np.random.Generator) -> list[np.
         if node.parent is None:
             parent_coarse = np.zeros(n, dtype=np.int64)
         else:
+            assert node.parent_groups is not None  # a parent has its groups
             parent_coarse = node.parent_groups[chosen[node.parent]]
         condition = y_coarse * node.table.shape[1] + parent_coarse
         coarse = draw_rows(node.table[y_coarse, parent_coarse], systematic_uniforms(condition, rng))
         scores = None
         if node.latent_correlations is not None:
+            assert latent_y is not None  # coupled nodes have the target's latent positions
             scores = coupled_scores(node.latent_correlations[coarse], latent_y, rng)
         chosen[node.column] = refine(coarse, node.groups, model.one_way[node.column], rng, scores)
-    return chosen
+    return [chosen[j] for j in range(len(model.one_way))]
 
 
 def couple(
@@ -266,7 +268,7 @@ def node_sums(
     """A model table's sums over its other axes: its columns' coarse totals again
     (`pooled_one_way`), each coarse cell a sum of cells of noise variance `variance`."""
     axes = [(target, target_groups), (node.parent, node.parent_groups), (node.column, node.groups)]
-    maps = [None if column is None else (column, m) for column, m in axes]
+    maps = [None if column is None or m is None else (column, m) for column, m in axes]
     return axis_sums(noisy, maps, variance)
 
 

@@ -42,7 +42,11 @@ def select_tree(
 
     def measured(columns: tuple[int, int], table: np.ndarray) -> np.ndarray:
         noisy = measure(table)
-        maps = [(c, target_groups if c == target else selection[c]) for c in columns]
+        maps: list[tuple[int, np.ndarray] | None] = []
+        for c in columns:
+            groups = target_groups if c == target else selection[c]
+            assert groups is not None  # a target has its groups
+            maps.append((c, groups))
         sums.extend(axis_sums(noisy, maps, variance))
         return noisy
 

@@ -156,7 +156,7 @@ class ABCDPPlan:
 
     def streams(self) -> tuple[np.random.Generator, np.random.Generator, np.random.Generator]:
         """Independent public streams: (prior + simulations, features W, dry run/bandwidth)."""
-        return tuple(public_stream(self.seed, k) for k in range(3))  # type: ignore[return-value]
+        return public_stream(self.seed, 0), public_stream(self.seed, 1), public_stream(self.seed, 2)
 
     def reference_stream(self) -> np.random.Generator:
         """A fourth public stream, for post-processing: prior draws to compare the posterior

@@ -203,7 +203,8 @@ def _checked(
 ) -> pd.DataFrame:
     problem = _problem(loaded, frame, expected)
     if problem is None:
-        return _in_order(loaded, frame)  # type: ignore[arg-type]
+        assert isinstance(frame, pd.DataFrame)  # `_problem` checked it
+        return _in_order(loaded, frame)
     hint = ""
     if batched and problem.endswith(f" rows, expected {expected}"):
         hint = (

@@ -55,7 +55,8 @@ def task_runner(dask: str | None = None):  # -> prefect.task_runners.TaskRunner
     return DaskTaskRunner(address=dask)
 
 
-@flow(name="evaluate", persist_result=False, task_runner=ThreadPoolTaskRunner(max_workers=2))
+# Prefect's flow() types task_runner invariantly and so refuses its own ThreadPoolTaskRunner.
+@flow(name="evaluate", persist_result=False, task_runner=ThreadPoolTaskRunner(max_workers=2))  # type: ignore[arg-type]
 @ends_cleanly
 def evaluation_flow(
     input_path: str,

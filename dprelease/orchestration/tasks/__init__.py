@@ -19,14 +19,23 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar
 
 from prefect import task
-from prefect.cache_policies import NO_CACHE
+from prefect.cache_policies import NO_CACHE, CachePolicy
 
 from dprelease.errors import DPReleaseError
 
-NO_PERSISTENCE = {"persist_result": False, "cache_policy": NO_CACHE, "retries": 0}
+
+class TaskOptions(TypedDict):
+    """The task options every dprelease task gets (`NO_PERSISTENCE`)."""
+
+    persist_result: bool
+    cache_policy: CachePolicy
+    retries: int
+
+
+NO_PERSISTENCE: TaskOptions = {"persist_result": False, "cache_policy": NO_CACHE, "retries": 0}
 _LOGGED_BY_TASK = "_dprelease_logged_by_task"
 Function = TypeVar("Function", bound=Callable[..., Any])
 
@@ -34,7 +43,7 @@ Function = TypeVar("Function", bound=Callable[..., Any])
 def prefect_step(name: str, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """Run one release step as a Prefect task named `name`."""
     try:
-        return task(function, name=name, **NO_PERSISTENCE)(*args, **kwargs)
+        return task(name=name, **NO_PERSISTENCE)(function)(*args, **kwargs)
     except Exception as error:
         setattr(error, _LOGGED_BY_TASK, True)  # the task run's log holds its traceback
         raise

@@ -44,7 +44,7 @@ def check_cap_matches(dataset: str, stored: Cap | None, requested: Spend) -> Non
 def check_fits(
     dataset: str,
     cap: Spend,
-    recorded: str,
+    recorded: str | None,
     history: Sequence[Row],
     planned: Sequence[PlannedSpend],
 ) -> None:

@@ -146,7 +146,9 @@ class Ledger:
                         description=_description_json(spend),
                     )
                 )
-                ids.append(int(result.inserted_primary_key[0]))
+                key = result.inserted_primary_key
+                assert key is not None  # an insert has a primary key
+                ids.append(int(key[0]))
         return tuple(ids)
 
     def commit(self, entry_id: int, actual: PlannedSpend) -> None:

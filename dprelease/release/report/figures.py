@@ -11,7 +11,7 @@ import numpy as np
 GOOD_K_HAT = 0.5
 
 
-def diagnostic_number(value: object) -> float:
+def diagnostic_number(value: float | str | None) -> float:
     """Diagnostics store infinities as the strings "inf"/"-inf" (JSON has none)."""
     return float(value) if value is not None else float("nan")
 

@@ -294,10 +294,10 @@ def columns_section(summary: pd.DataFrame) -> list[str]:
     flagged = summary[summary["differs"]]
     if len(flagged):
         what = "; ".join(
-            f"{row.column} {row.statistic.replace('share ', '= ')} "
-            f"({_value(row.statistic, row.unweighted)} unweighted, "
-            f"{_value(row.statistic, row.weighted)} weighted)"
-            for row in flagged.itertuples()
+            f"{row['column']} {row['statistic'].replace('share ', '= ')} "
+            f"({_value(row['statistic'], row['unweighted'])} unweighted, "
+            f"{_value(row['statistic'], row['weighted'])} weighted)"
+            for row in flagged.to_dict("records")
         )
         lines += [
             f"**Warning: the weighted and unweighted summaries differ a lot for {what}.** "
@@ -311,12 +311,13 @@ def columns_section(summary: pd.DataFrame) -> list[str]:
         "| column | statistic | unweighted | weighted ± standard error | rows with a value |",
         "| --- | --- | --- | --- | --- |",
     ]
-    for row in summary.itertuples():
-        weighted = f"{_value(row.statistic, row.weighted)} ± {_value(row.statistic, row.se)}"
-        mark = " (differs a lot)" if row.differs else ""
+    for row in summary.to_dict("records"):
+        statistic = row["statistic"]
+        weighted = f"{_value(statistic, row['weighted'])} ± {_value(statistic, row['se'])}"
+        mark = " (differs a lot)" if row["differs"] else ""
         lines.append(
-            f"| {row.column} | {row.statistic} | {_value(row.statistic, row.unweighted)} "
-            f"| {weighted}{mark} | {row.rows:,} |"
+            f"| {row['column']} | {statistic} | {_value(statistic, row['unweighted'])} "
+            f"| {weighted}{mark} | {row['rows']:,} |"
         )
     lines += [
         "",

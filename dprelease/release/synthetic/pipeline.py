@@ -89,10 +89,11 @@ def estimate_weights(
     """The weights of the synthetic rows with their share of the budget; on the chunked path
     the real rows are re-read in chunks (or not at all, for `none`)."""
     method = plan.config.weights
+    assert method is not None  # resolved (`resolve_defaults`)
     options: dict[str, Any] = dict(plan.weights_settings)
     if method == "discriminator":
         options["discriminator"] = fitted.discriminator
-    budget = {
+    budget: dict[str, Any] = {
         "epsilon": plan.weights_budget.epsilon or None,
         "delta": plan.weights_budget.delta or None,
         "noise": noise,
@@ -170,6 +171,7 @@ def synthetic_bundle(
     rows["cell_crowding"] = cell_crowding(plan.encoder, outcome.synthetic, outcome.measurements)
     rows["weak_cells"] = weak_cells(plan.encoder, outcome.synthetic, outcome.measurements)
     chi2 = (outcome.estimate.details.get("calibration") or {}).get("chi2_weighted_per_df")
+    assert isinstance(diagnostics.verdict, str)  # one weight vector: one verdict
     judged = verdict(accuracy, rows, diagnostics.verdict, chi2)
     table = synthetic.assign(
         weight=np.asarray(weights, dtype=float),

@@ -121,6 +121,7 @@ class SyntheticPlan(KindPlan):
     def weights_spend(self) -> PlannedSpend | None:
         if self.weights_budget.epsilon == 0:
             return None
+        assert self.config.weights is not None  # resolved (`resolve_defaults`)
         return PlannedSpend(
             mechanism=weights_mechanism(self.config.weights),
             epsilon=self.weights_budget.epsilon,
@@ -155,6 +156,7 @@ class SyntheticPlan(KindPlan):
         entry when the release is accounted in zCDP (module docstring), else as they are."""
         if self.zcdp_rho is None:
             return spends
+        assert self.config.delta is not None  # resolved (`resolve_defaults`)
         return [composed_in_zcdp(spends, self.config.delta)]
 
     @property
@@ -219,6 +221,8 @@ def plan_release(
     `evaluation=True` (the evaluation harness only; no release path sets it) admits the
     non-private reference weights `logreg` and `mlp`, which a release refuses."""
     config = resolve_defaults(schema, config)
+    assert config.delta is not None and config.n_synthetic is not None
+    assert config.generator is not None and config.weights is not None
     if config.weights in weight_methods.NON_PRIVATE_METHODS and not evaluation:
         raise InputError(
             f"weights {config.weights!r} are not differentially private; they exist for "
@@ -279,6 +283,7 @@ def _release_rho(config: SyntheticConfig) -> float | None:
     """The release's rho when its generator and weights are both accounted in zCDP (module
     docstring), else None."""
     gaussian_weights = config.weights_options.get("mechanism") in (None, "gaussian")
+    assert config.generator is not None  # resolved (`resolve_defaults`)
     generator = GENERATORS.get(config.generator)
     if not (
         config.delta
@@ -309,6 +314,7 @@ def _weights_fraction(config: SyntheticConfig, of_rho: bool) -> float:
 
 def _plan_weights(config: SyntheticConfig, budget: Spend, width: int, options: dict) -> dict:
     """The weights' public calibration (`weight_methods.plan`) with their resolved options."""
+    assert config.weights is not None and config.n_synthetic is not None  # resolved
     if config.weights in BUDGET_FREE_WEIGHTS:
         return {"mechanism": "none" if config.weights == "none" else "post-processing"}
     if config.weights == SYNTHETIC_CALIBRATED_WEIGHTS:
@@ -341,7 +347,8 @@ def weights_options(
     if method not in weight_methods.ENCODER_METHODS:
         return dict(options)
     held: dict = {}
-    if method == "calibration" and isinstance(getattr(generator, "bins", None), int):
-        held = {"margin_bins": generator.bins}
+    bins = getattr(generator, "bins", None)
+    if method == "calibration" and isinstance(bins, int):
+        held = {"margin_bins": bins}
     budget = {} if rho is None else {"zcdp_rho": rho}
     return {**held, **options, "encoder": encoder, **budget}

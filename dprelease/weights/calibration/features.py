@@ -82,10 +82,10 @@ class FeatureMap:
         indices = np.stack(columns, axis=1).ravel()
         indptr = np.arange(0, indices.size + 1, len(columns))
         data = np.ones(indices.size)
-        cells = sparse.csr_array((data, indices, indptr), shape=(x.shape[0], offset))
+        phi = sparse.csr_array((data, indices, indptr), shape=(x.shape[0], offset))
         if self.moments is None:
-            return cells
-        return sparse.hstack([cells, self.moments.matrix(x)], format="csr")
+            return phi
+        return sparse.hstack([phi, self.moments.matrix(x)], format="csr")
 
 
 def target_position(encoder: Any) -> int | None:

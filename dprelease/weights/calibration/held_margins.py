@@ -60,7 +60,7 @@ class HeldMargins:
         self.size = int(self.offsets[-1])
         # each row's kept cell per column, as a position in that column's kept cells, or
         # kept.size for its reference or an unkept cell (int32: 4 bytes per row and column)
-        self.local = np.empty(self.index.shape, dtype=np.int32)
+        self.local: np.ndarray = np.empty(self.index.shape, dtype=np.int32)
         for j, kept in enumerate(self.kept):
             position = np.full(self.cells[j].size, kept.size, dtype=np.int32)
             position[kept] = np.arange(kept.size, dtype=np.int32)

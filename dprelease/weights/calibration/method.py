@@ -227,7 +227,7 @@ def _plan(req: PlanRequest) -> Plan:
     if mechanism == "gaussian":
         sensitivity = math.sqrt(active + squared)
         scale = _gaussian_scale(sensitivity, epsilon, delta, s.zcdp_rho)
-        description = Gaussian(scale, sensitivity)
+        description: Gaussian | Laplace = Gaussian(scale, sensitivity)
     else:
         sensitivity = float(active + (0.0 if moments is None else moments.l1_sensitivity))
         scale = laplace_scale(sensitivity, epsilon)

@@ -48,7 +48,8 @@ Rake = Callable[[np.ndarray], tuple[np.ndarray, float]]
 
 
 def as_sparse(phi: np.ndarray | sparse.sparray) -> sparse.csr_array:
-    return phi if isinstance(phi, sparse.csr_array) else sparse.csr_array(phi)
+    # scipy-stubs type `sparray` as a marker class that csr_array does not accept
+    return phi if isinstance(phi, sparse.csr_array) else sparse.csr_array(phi)  # type: ignore[arg-type]
 
 
 def chi_square(means: np.ndarray, variance: np.ndarray, fitted: np.ndarray) -> float:
@@ -161,7 +162,7 @@ class LaggedHessian:
                 step, info = cg(
                     self._hessian_operator(p, mu, ridge), -gradient,
                     rtol=min(CG_FORCING[0], CG_FORCING[1] * math.sqrt(np.linalg.norm(gradient))),
-                    maxiter=CG_STEPS, M=self._preconditioner(),
+                    maxiter=CG_STEPS, M=self._preconditioner(self.factor),
                 )  # fmt: skip
                 if info == 0:
                     return step
@@ -175,8 +176,7 @@ class LaggedHessian:
 
         return LinearOperator((mu.size, mu.size), matvec=product, dtype=float)
 
-    def _preconditioner(self) -> LinearOperator:
-        factor = self.factor
+    def _preconditioner(self, factor: tuple[np.ndarray, bool]) -> LinearOperator:
         size = factor[0].shape[0]
         return LinearOperator(
             (size, size), matvec=lambda r: linalg.cho_solve(factor, r), dtype=float

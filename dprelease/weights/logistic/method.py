@@ -294,6 +294,7 @@ def _fit_coefficient_noise(real, synthetic, plan: Plan, noise: NoiseSource):
     r: _Resolved = plan.settings
     beta_hat = fit_coefficients(real, synthetic, r.lam, r.n0, r.g_max)
     cal = r.calibration
+    assert cal is not None  # a private method's plan is calibrated
     return gated_log_weights(
         beta_hat, augment(synthetic), cal.mechanism, cal.scale, noise, debias=r.debias,
         gate=r.gate,
@@ -304,6 +305,7 @@ def _fit_weight_noise(real, synthetic, plan: Plan, noise: NoiseSource):
     r: _Resolved = plan.settings
     log_w_hat = augment(synthetic) @ fit_coefficients(real, synthetic, r.lam, r.n0, r.g_max)
     cal = r.calibration
+    assert cal is not None  # a private method's plan is calibrated
     return perturb_log_weights(log_w_hat, cal.mechanism, cal.scale, noise), {}
 
 

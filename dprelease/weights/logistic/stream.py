@@ -27,7 +27,7 @@ Hand-written because no library solver takes a re-readable stream and certifies 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from itertools import chain
 
 import numpy as np
@@ -98,7 +98,7 @@ def newton(
 
 
 def fit_coefficients_streaming(
-    real_chunks: Callable[[], Iterator[np.ndarray]],
+    real_chunks: Callable[[], Generator[np.ndarray, None, None]],
     synthetic: np.ndarray,
     lam: float,
     n0: float,
