@@ -125,7 +125,7 @@ def private_training(
 
     loader: Any = (
         DPDataLoader(dataset, sample_rate=sample_rate, generator=entropy_generator())
-        if len(dataset)  # type: ignore[arg-type]
+        if len(dataset)
         else EmptyPoissonLoader(sample_rate, dataset[:0])
     )
     model = GradSampleModule(module, loss_reduction="sum")

@@ -55,8 +55,7 @@ def task_runner(dask: str | None = None):  # -> prefect.task_runners.TaskRunner
     return DaskTaskRunner(address=dask)
 
 
-# Prefect's flow() types task_runner invariantly and so refuses its own ThreadPoolTaskRunner.
-@flow(name="evaluate", persist_result=False, task_runner=ThreadPoolTaskRunner(max_workers=2))  # type: ignore[arg-type]
+@flow(name="evaluate", persist_result=False, task_runner=ThreadPoolTaskRunner(max_workers=2))
 @ends_cleanly
 def evaluation_flow(
     input_path: str,
