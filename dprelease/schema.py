@@ -24,6 +24,7 @@ here, never from the data. Errors name the offending key (``columns.wage.max``) 
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -219,10 +220,24 @@ def _describe(error: ValidationError) -> str:
         location = ".".join(str(part) for part in problem["loc"] if part not in _UNION_TAGS)
         if problem["type"] == "union_tag_invalid":  # the schema is public: name its value
             message = f"type {problem['ctx']['tag']!r} is not one of: {_COLUMN_TYPES}"
+        elif problem["type"] == "int_parsing" and _EXPONENT.fullmatch(str(problem["input"])):
+            message = _exponent_text(problem["input"])
         else:
             message = _COLUMN_TYPE_MESSAGES.get(problem["type"], problem["msg"])
         lines.append(f"  {location or '(top level)'}: {message}")
     return "\n".join(lines)
+
+
+# YAML 1.1 reads a number in exponent form as text unless it has a dot and a signed exponent
+# (1e9, 1e+9 and 1.0e9 are text, 1.0e+9 a number): pydantic's message for an integer key given
+# so, "unable to parse string as an integer", does not say why.
+_EXPONENT = re.compile(r"[+-]?[0-9]+(\.[0-9]*)?[eE][+-]?[0-9]+")
+
+
+def _exponent_text(text: str) -> str:
+    number = float(text)
+    whole = f"write it as {int(number)}" if number.is_integer() else "an integer is required"
+    return f"YAML reads {text} as text, not as a number: {whole}"
 
 
 _UNION_TAGS = {"continuous", "integer", "categorical"}

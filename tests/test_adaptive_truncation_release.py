@@ -166,6 +166,10 @@ def test_cli_release_with_a_dp_count_through_prefect(prefect_server, census, tmp
     assert manifest["n_steps"] == 80 and manifest["t_from"] == "dp_count"
     assert manifest["release_spend"] == {"epsilon": 2.5, "delta": 1e-6}
     assert "not the real row count" in manifest["dp_row_count"]["note"]
+    # stderr names the invalid-row policy, as the statement does, then the mechanism
+    published = f"published: {manifest['privacy_statement']}"
+    assert "invalid input rows were dropped" in published and published in result.stderr
+    assert f"mechanism: {manifest['truncation_statement']}" in result.stderr
     with Ledger(ledger_url) as book:
         entries = book.entries("census-truncation")
     # One entry with the joint cost of the count and the transcript.

@@ -141,7 +141,7 @@ def test_uniform_weights_report_bounded_weights(tmp_path):
     assert "| k-hat | none (the largest weights are all equal" in text
     assert "Warning" not in text  # uniform weights change no summary
     # flat weights are said to be flat, never "good" (a "not usable" release read "good")
-    assert "| weights' verdict | flat: every row has weight 1, so the weights correct" in text
+    assert "**Weights' verdict:** flat: every row has weight 1, so the weights correct" in text
     assert "good:" not in text
 
 
@@ -280,6 +280,32 @@ def test_no_two_tildes_of_a_paragraph_render_as_strikethrough(report, release):
         outside_code = re.sub(r"`[^`\n]*`", "", re.sub(r"```.*?```", "", text, flags=re.S))
         for paragraph in outside_code.split("\n\n"):
             assert len(re.findall(r"(?<!\\)~", paragraph)) < 2, paragraph
+
+
+# The Prefect UI shows a markdown artifact's table in cells that do not wrap, in a view about
+# 1,000 px wide in a 1,600-px window, at about 7 px a character: a wider table is cut.
+UI_TABLE_CHARACTERS = 140
+
+
+def table_widths(markdown: str) -> list[int]:
+    """Per table of `markdown`: the sum over its columns of the longest cell, in characters."""
+    widths, rows = [], []
+    for line in [*markdown.splitlines(), ""]:
+        if line.startswith("|"):
+            cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+            if not all(set(cell) <= set("-: ") for cell in cells):
+                rows.append(cells)
+        elif rows:
+            widths.append(sum(max(len(c) for c in column) for column in zip(*rows, strict=True)))
+            rows = []
+    return widths
+
+
+def test_every_table_of_the_report_fits_the_prefect_ui(report, tmp_path):
+    flat = build_release(tmp_path, n_synthetic=300, weights="none")  # the longest verdict
+    for text in (report, (flat / "report.md").read_text()):
+        widths = table_widths(text)
+        assert widths and max(widths) <= UI_TABLE_CHARACTERS, widths
 
 
 def test_a_long_history_shows_the_most_recent_releases():

@@ -92,6 +92,25 @@ def test_an_unknown_column_type_is_named_with_the_allowed_ones(tmp_path, given, 
     assert "discriminator" not in str(error.value) and "tag" not in str(error.value)
 
 
+def test_an_integer_written_in_exponent_form_is_explained_with_its_full_form(tmp_path):
+    text = BASE.replace("columns:", "max_rows: 1e9\ncolumns:") + (
+        "  a: {type: integer, min: 0, max: 1e3}\n  b: {type: integer, min: 0, max: 15e-1}\n"
+    )
+    with pytest.raises(InputError) as error:
+        load_schema(write(tmp_path, text))
+    lines = str(error.value).splitlines()[1:]
+    assert lines == [
+        "  max_rows: YAML reads 1e9 as text, not as a number: write it as 1000000000",
+        "  columns.a.max: YAML reads 1e3 as text, not as a number: write it as 1000",
+        "  columns.b.max: YAML reads 15e-1 as text, not as a number: an integer is required",
+    ]
+    text = (
+        BASE.replace("columns:", "max_rows: 1.0e+9\ncolumns:")
+        + "  a: {type: integer, min: 0, max: 1}\n"
+    )
+    assert load_schema(write(tmp_path, text)).max_rows == 10**9  # YAML's float form is a number
+
+
 def test_target_must_be_a_column(tmp_path):
     text = (
         BASE.replace("columns:", "target: nope\ncolumns:")

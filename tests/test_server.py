@@ -147,3 +147,17 @@ def test_prefect_server_starts_detached_answers_and_stops(files, port, monkeypat
     assert running is not None and os.getsid(running.pid) == running.pid
     stop(files)
     assert not answers("127.0.0.1", port)
+
+
+def test_a_port_whose_closed_connections_linger_in_time_wait_is_free(files):
+    with socket.socket() as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        client = socket.create_connection(("127.0.0.1", port))
+        accepted, _ = listener.accept()
+        accepted.close()  # the server side closes first: its end stays in TIME_WAIT
+        client.close()
+    url, _ = start(files, port=port, command=_stand_in(port), timeout=30)
+    assert answers("127.0.0.1", port) and url.endswith(f":{port}/api")

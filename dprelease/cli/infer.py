@@ -129,7 +129,9 @@ def adaptive_truncation(
         plan=plan, input_path=input_path, schema=schema, config=config, out=out,
         ledger_url=ledger_url, verbose=verbose,
         what=f"adaptive truncation of {public.dataset}.{column}",
-        summary=lambda manifest: manifest["truncation_statement"],
+        summary=lambda manifest: (
+            f"{manifest['privacy_statement']}\nmechanism: {manifest['truncation_statement']}"
+        ),
     )  # fmt: skip
 
 
@@ -301,8 +303,9 @@ def abcdp(
         plan=plan, input_path=input_path, schema=schema, config=config, out=out,
         ledger_url=ledger_url, verbose=verbose, what=f"ABCDP of {public.dataset}",
         summary=lambda manifest: (
-            f"{manifest['n_accepted']} of c={manifest['n_samples']} samples accepted after "
-            f"{manifest['t_stop']} draws; {manifest['svt_statement']}"
+            f"{manifest['privacy_statement']}\nmechanism: {manifest['n_accepted']} of "
+            f"c={manifest['n_samples']} samples accepted after {manifest['t_stop']} draws; "
+            f"{manifest['svt_statement']}"
         ),
     )  # fmt: skip
 

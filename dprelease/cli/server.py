@@ -129,7 +129,10 @@ def recorded(files: ServerFiles) -> tuple[Running | None, bool]:
 
 
 def _port_free(host: str, port: int) -> bool:
+    """Whether a server could listen on host:port. SO_REUSEADDR, as Prefect's server (uvicorn)
+    binds: connections of a stopped server that linger in TIME_WAIT do not take the port."""
     with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind((host, port))
         except OSError:

@@ -140,9 +140,11 @@ VerboseOption = Annotated[
 
 
 def fail(message: str, exit_code: int = 2) -> typer.Exit:
-    """Print `error: message` on stderr (as written: brackets are not markup); return the
-    Exit to raise."""
-    stderr.print(f"[bold red]error:[/bold red] {escape(message)}", highlight=False, soft_wrap=True)
+    """Print `error: message` on stderr (as written: brackets are not markup), every further
+    line of a message of several problems indented under it; return the Exit to raise."""
+    first, *details = escape(message).split("\n")
+    indented = "".join(f"\n{line if line.startswith(' ') else '  ' + line}" for line in details)
+    stderr.print(f"[bold red]error:[/bold red] {first}{indented}", highlight=False, soft_wrap=True)
     return typer.Exit(exit_code)
 
 

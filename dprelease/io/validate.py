@@ -183,10 +183,11 @@ def _category_codes(array, spec: CategoricalColumn) -> tuple[np.ndarray, np.ndar
 def column_set_problems(
     names: list[str], schema: Schema, source: str, drop_extra_columns: bool
 ) -> list[str]:
-    """Missing schema columns, repeated names, and (unless dropped) columns the schema does
-    not have. Schema columns are named (they are public); a name that is not a schema column
-    may be a real value (the first row of a CSV file without its header line), so such names
-    are counted, never shown."""
+    """Repeated names (first: a repeated name often takes a schema column's place), missing
+    schema columns, and (unless dropped) columns the schema does not have. Schema columns
+    are named (they are public); a name that is not a schema column may be a real value (the
+    first row of a CSV file without its header line), so such names are counted, never
+    shown."""
     known = [name for name in names if name in schema.columns]
     if names and not known:
         return [
@@ -194,9 +195,6 @@ def column_set_problems(
             "file may have no header line"
         ]
     problems = []
-    missing = [name for name in schema.columns if name not in names]
-    if missing:
-        problems.append(f"{source}: missing columns required by the schema: {', '.join(missing)}")
     counts = Counter(names)
     repeated = [name for name in schema.columns if counts[name] > 1]
     repeated_other = sum(1 for name, n in counts.items() if n > 1 and name not in schema.columns)
@@ -209,6 +207,9 @@ def column_set_problems(
             f"{source}: duplicate column names in the header: {shown} (each column needs a "
             "distinct name)"
         )
+    missing = [name for name in schema.columns if name not in names]
+    if missing:
+        problems.append(f"{source}: missing columns required by the schema: {', '.join(missing)}")
     extra = len(names) - len(known)
     if extra and not drop_extra_columns:
         problems.append(

@@ -151,16 +151,17 @@ def _weights_section(manifest: dict, diagnostics: dict) -> list[str]:
         "- **ESS** (effective sample size) is the number of equally weighted rows that would "
         "give weighted estimates the same precision as these weighted rows.",
         "",
+        f"**Weights' verdict:** {_verdict_text(manifest['configuration']['weights'], verdict)}",
+        "",
         "| diagnostic | value |",
         "| --- | --- |",
-        f"| weights' verdict | {_verdict_text(manifest['configuration']['weights'], verdict)} |",
         f"| k-hat | {_k_hat_text(k_hat)} (threshold {human(threshold, 2)}) |",
         f"| ESS of `weight` | {human(ess)} of {n:,} rows ({percent(ess / n)}) |",
         f"| ESS before smoothing | {human(ess_raw)} |",
         f"| tail length (largest weights smoothed) | {int(diagnostics['tail_length']):,} |",
     ]
-    if diagnostics.get("reason"):
-        lines.append(f"| note | {diagnostics['reason']} |")
+    if diagnostics.get("reason"):  # prose, not a table cell: the Prefect UI cuts wide tables
+        lines += ["", f"Note on the tail: {diagnostics['reason']}"]
     temper = manifest["configuration"]["release"].get("temper", 1.0)
     if temper != 1.0:
         lines += [
