@@ -58,7 +58,10 @@ def test_a_running_server_is_used_without_a_word(fake_flow, capsys):
     assert "temporary" not in capsys.readouterr().err and fake_flow == ["ran"]
 
 
-def test_a_configured_server_that_is_down_is_one_line_before_the_flow(fake_flow, capsys):
+def test_a_configured_server_that_is_down_is_one_line_before_the_flow(
+    fake_flow, capsys, monkeypatch
+):
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)  # configured in the profile only
     with socket.socket() as probe:  # a port nobody listens on
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -69,3 +72,18 @@ def test_a_configured_server_that_is_down_is_one_line_before_the_flow(fake_flow,
     assert exit_.value.exit_code == 2 and fake_flow == []
     assert f"cannot reach the Prefect server at {url}" in err and "make server" in err
     assert "Traceback" not in err
+    assert "prefect config unset PREFECT_API_URL" in err  # a setting of the Prefect profile
+
+
+def test_a_dead_server_named_in_the_environment_says_to_unset_the_variable(
+    fake_flow, capsys, monkeypatch
+):
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/api"
+    monkeypatch.setenv("PREFECT_API_URL", url)
+    with temporary_settings(updates={PREFECT_API_URL: url}), pytest.raises(typer.Exit):
+        support.run_flow("fake_flows:flow", verbose=False, what="release")
+    err = " ".join(capsys.readouterr().err.split())
+    assert "`unset PREFECT_API_URL` in this shell" in err and "config unset" not in err

@@ -231,10 +231,15 @@ def check_prefect_server() -> None:
     with get_client(sync_client=True) as client:
         error = client.api_healthcheck()
     if error is not None:
+        unset = (
+            "`unset PREFECT_API_URL` in this shell"
+            if os.environ.get("PREFECT_API_URL")
+            else "`prefect config unset PREFECT_API_URL`"
+        )
         raise fail(
             f"cannot reach the Prefect server at {url} ({type(error).__name__}): start it "
-            "with `make server` (or `dprelease server start`), or run `prefect config unset "
-            "PREFECT_API_URL` to let each run start a temporary one"
+            f"with `dprelease server start` (`make server`) if it is this machine's, or run "
+            f"{unset} to let each run start a temporary one"
         )
 
 
