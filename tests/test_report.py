@@ -143,6 +143,8 @@ def test_uniform_weights_report_bounded_weights(tmp_path):
     # flat weights are said to be flat, never "good" (a "not usable" release read "good")
     assert "**Weights' verdict:** flat: every row has weight 1, so the weights correct" in text
     assert "good:" not in text
+    diagnostics = json.loads((directory / "diagnostics.json").read_text())
+    assert diagnostics["flat"] is True  # a reader of the JSON sees it too
 
 
 def test_flat_calibration_weights_say_why_in_plain_words(manifest):
@@ -172,6 +174,7 @@ def test_calibration_weights_say_what_they_were_calibrated_to(tmp_path):
     text = (directory / "report.md").read_text()
     manifest = json.loads((directory / "manifest.json").read_text())
     fit = manifest["configuration"]["weights"]["calibration"]
+    assert manifest["diagnostics"]["flat"] is (fit["flat_reason"] is not None)
     assert "### What the weights were calibrated to" in text
     assert "high_earner × age" in text  # the census schema's target paired with a column
     assert f"| unweighted synthetic rows | {human(fit['chi2_unweighted_per_df'])} |" in text
