@@ -110,8 +110,10 @@ def test_an_rdp_ledger_whose_sum_exceeds_the_cap_says_plainly_it_is_no_overspend
         "filter (rdp accountant)",
         f"spent the equivalent of epsilon {spent:.3g} of 4 at delta 1e-06",
         f"so epsilon {left:.3g} remains, room for {fits['rdp']} more releases like the last one",
-        "add up to 5.5 (basic composition), more than the cap's 4: that is expected, not an "
-        "overspend, because the Rényi filter composes the releases' noise more tightly",
+        "epsilons and deltas add up to 5.5 and "
+        f"{summary['spent']['delta']:.3g} (basic composition), more than the cap: that is "
+        "expected, not an overspend, because the Rényi filter composes the releases' noise "
+        "more tightly",
     ):
         assert said in words
     lines = ledger_summary_lines(summary)
@@ -122,6 +124,26 @@ def test_an_rdp_ledger_whose_sum_exceeds_the_cap_says_plainly_it_is_no_overspend
     assert "in plain words: The privacy cap of dataset 'census'" in " ".join(shown.split())
     keys = {"dataset", "cap", "accountant", "recorded_accountant", "spent", "by_accountant"}
     assert keys | {"reported", "last_release", "notes", "entries"} <= set(summary)
+
+
+def test_an_rdp_ledger_names_the_delta_its_generic_entries_draw_and_a_looser_pld(tmp_path):
+    url = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    cap = Cap(12.0, 1e-5, "rdp")
+    with Ledger(url) as ledger:  # a spend known only by (epsilon, delta), then Gaussians
+        ledger.reserve("census", cap, "g0", [PlannedSpend("generic", 1.0, 2e-6)])
+    summary = _gaussian_releases(url, cap, 4)
+    words = summary["plain_summary"]
+    assert (
+        "draw their deltas from the 5e-06 of the cap's delta the filter keeps for them: "
+        "2e-06 of it is used, which may be what limits further releases"
+    ) in words
+    lines = ledger_summary_lines(summary)
+    reported = [line for line in lines if "reported only" in line]
+    assert reported
+    enforced = summary["by_accountant"]["rdp"]["spent"]["epsilon"]
+    for line in reported:
+        figure = float(line.split("epsilon=")[1].split()[0])
+        assert ("adds nothing" in line) == (figure >= enforced)
 
 
 def test_a_basic_ledger_says_what_is_left_in_plain_words(tmp_path):

@@ -26,6 +26,7 @@ more releases like the last one fit, and, under rdp, why the entries' sum may ex
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from dprelease.privacy.accountants import (
@@ -35,10 +36,12 @@ from dprelease.privacy.accountants import (
     RDP,
     RDP_FILTER,
     compose_history,
+    description_of,
     releases_that_fit,
 )
 from dprelease.privacy.accounting import Cap, Spend, compose
 from dprelease.privacy.ledger.tables import LedgerEntry
+from dprelease.privacy.rdp_filter import APPROX_SHARE, approx_delta
 
 
 def _pair(spend: Spend) -> dict:
@@ -89,8 +92,15 @@ def summarise(dataset: str, cap: Cap, entries: Sequence[LedgerEntry]) -> dict:
             f"earlier ones were seen, so this dataset is enforced with rdp ({RDP_FILTER})",
         )
     reported = composition.fixed_in_advance
+    generic_delta = math.fsum(approx_delta(description_of(e)) for e in entries)
     words = plain_summary(
-        dataset, cap, accountant, composition.enforced, composition.basic, last_release
+        dataset,
+        cap,
+        accountant,
+        composition.enforced,
+        composition.basic,
+        last_release,
+        generic_delta,
     )
     return {
         "dataset": dataset,
@@ -140,8 +150,13 @@ def plain_summary(
     enforced: Spend,
     basic: Spend,
     last_release: dict | None,
+    generic_delta: float = 0.0,
 ) -> str:
-    """The dataset's budget in plain words (module docstring): ledger metadata only."""
+    """The dataset's budget in plain words (module docstring): ledger metadata only. Under
+    rdp, entries known only by (epsilon, delta > 0) draw their deltas from the share of the
+    cap's delta the filter reserves for them (`rdp_filter.APPROX_SHARE`); when they have
+    drawn any, the summary says how much of that share is used, since it may be what limits
+    further releases."""
     limit = f"epsilon {_g(cap.epsilon)}, delta {_g(cap.delta)}"
     left = _remaining(cap, enforced, tight=accountant != BASIC)
     more = _more(last_release, accountant)
@@ -153,20 +168,28 @@ def plain_summary(
             f"{_g(left['epsilon'])} and delta {_g(left['delta'])} remain{more}."
         )
     name = "the Rényi filter" if accountant == RDP else f"the {accountant} accountant"
+    over = basic.epsilon > cap.epsilon or basic.delta > cap.delta
     summed = (
-        f", more than the cap's {_g(cap.epsilon)}: that is expected, not an overspend"
-        if basic.epsilon > cap.epsilon
-        else f"; that sum may come to exceed the cap's {_g(cap.epsilon)}, which is expected, "
-        "not an overspend"
+        ", more than the cap: that is expected, not an overspend"
+        if over
+        else "; those sums may come to exceed the cap, which is expected, not an overspend"
+    )
+    share = APPROX_SHARE * cap.delta
+    generic = (
+        f" Releases known only by their (epsilon, delta) draw their deltas from the "
+        f"{_g(share)} of the cap's delta the filter keeps for them: {_g(generic_delta)} of "
+        "it is used, which may be what limits further releases."
+        if generic_delta > 0
+        else ""
     )
     return (
         f"The privacy cap of dataset {dataset!r} ({limit}) is enforced by {name} "
         f"({accountant} accountant), under which it has spent the equivalent of epsilon "
         f"{_g(enforced.epsilon)} of {_g(cap.epsilon)} at delta {_g(cap.delta)}, so epsilon "
-        f"{_g(left['epsilon'])} remains{more}. Its releases' epsilons add up to "
-        f"{_g(basic.epsilon)} (basic composition){summed}, because {name} composes the "
-        "releases' noise more tightly than adding up their epsilons, and the cap is checked "
-        "against its figure."
+        f"{_g(left['epsilon'])} remains{more}. Its releases' epsilons and deltas add up to "
+        f"{_g(basic.epsilon)} and {_g(basic.delta)} (basic composition){summed}, because "
+        f"{name} composes the releases' noise more tightly than adding them up, and the cap "
+        f"is checked against its figure.{generic}"
     )
 
 
@@ -190,11 +213,17 @@ def ledger_summary_lines(summary: dict) -> list[str]:
         if name != accountant:  # the looser sum beside the enforcing figure: no "remaining"
             left = f"the entries' sum, not checked against the cap ({accountant} is tighter)"
         lines.append(f"{name:>6}: {used}; {left}")
+    enforced = summary["by_accountant"][accountant]["spent"]["epsilon"]
     for name, figure in summary.get("reported", {}).items():
         spent = figure["spent"]
+        looser = (
+            f"; looser than {accountant}'s figure here, so it adds nothing"
+            if spent["epsilon"] >= enforced
+            else ""
+        )
         lines.append(
             f"{name:>6}: epsilon={spent['epsilon']:.6g} at the cap's delta={spent['delta']:.6g} "
-            f"(reported only: {figure['valid_for']}; never used to admit a release)"
+            f"(reported only: {figure['valid_for']}; never used to admit a release{looser})"
         )
     last = summary.get("last_release")
     if last is not None:
