@@ -1,9 +1,11 @@
-"""A real Prefect server creates scheduled flow runs from `prefect.yaml`.
+"""A real Prefect server, started by `dprelease server start`, creates scheduled flow runs
+from `prefect.yaml`.
 
 SQLAlchemy 2.1 makes Prefect 3.8's scheduler fail every loop ("Can't evaluate bulk DML
 statement") and no scheduled run ever appears; this test deploys the project's
 `prefect.yaml` on a server of its own (own PREFECT_HOME, a free port on 127.0.0.1, bounded
-waits) and asserts that the scheduler service creates runs for every deployment.
+waits), started and stopped as a curator does, and asserts that the scheduler service
+creates runs for every deployment.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import httpx
 import pytest
 import yaml
 from prefect_postgres import free_port
+
+from dprelease.cli.server import ServerFiles, answers, recorded, start, stop
 
 ROOT = Path(__file__).parent.parent
 PREFECT = [sys.executable, "-m", "prefect"]
@@ -36,42 +40,29 @@ def wait_for(condition, timeout: float, what: str):  # noqa: ANN001, ANN201
 
 
 @pytest.fixture
-def prefect_server_process(tmp_path):
+def prefect_server_process(tmp_path, monkeypatch):
+    """A real Prefect server started the way a curator starts one, `dprelease server start`
+    (`dprelease.cli.server.start`): detached in a process session of its own, it answers,
+    and `stop` ends it (the one test that starts Prefect's real server)."""
     port = free_port()
-    api = f"http://127.0.0.1:{port}/api"
-    env = {
-        **os.environ,
-        "PREFECT_HOME": str(tmp_path / "prefect-home"),
-        "PREFECT_API_URL": api,
+    files = ServerFiles(tmp_path / "prefect-home")
+    settings = {
+        "PREFECT_HOME": str(files.home),
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
         "PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS": "2",
         "PREFECT_SERVER_UI_ENABLED": "false",
         "DPRELEASE_PROJECT_DIR": str(ROOT),
     }
-    log = (tmp_path / "server.log").open("w")
-    server = subprocess.Popen(
-        [*PREFECT, "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-
-    def healthy() -> bool:
-        try:
-            return httpx.get(f"{api}/health", timeout=2).status_code == 200
-        except httpx.HTTPError:
-            return False
-
+    for name, value in settings.items():
+        monkeypatch.setenv(name, value)
+    api, _ = start(files, port=port, timeout=120)
     try:
-        wait_for(healthy, 120, "the Prefect server")
-        yield api, env
+        running = recorded(files)[0]
+        assert running is not None and os.getsid(running.pid) == running.pid
+        yield api, {**os.environ, "PREFECT_API_URL": api}
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-        log.close()
+        stop(files)
+    assert not answers("127.0.0.1", port)
 
 
 def test_prefect_yaml_schedules_create_flow_runs(prefect_server_process):

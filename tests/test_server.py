@@ -1,8 +1,8 @@
 """`dprelease server start|stop|status` (`make server`): the server outlives the command that
 started it, even when it writes output afterwards; a live pid file means "already running"; a
 stale one is replaced. The machinery runs with a stand-in server (a small HTTP server that
-answers the health check and, like Prefect's, dies when a write to its output fails); one test
-starts Prefect's real server."""
+answers the health check and, like Prefect's, dies when a write to its output fails); the
+deployment test (tests/test_deployment_schedule.py) starts Prefect's real server with it."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
 
 import pytest
 
@@ -138,17 +137,6 @@ def test_a_port_taken_by_another_program_is_refused(files):
 
 
 @pytest.mark.prefect
-def test_prefect_server_starts_detached_answers_and_stops(files, port, monkeypatch):
-    monkeypatch.setenv("PREFECT_HOME", str(files.home))
-    url, _ = start(files, port=port)
-    with urllib.request.urlopen(f"{url}/health", timeout=5) as response:
-        assert response.read() == b"true"
-    running = recorded(files)[0]
-    assert running is not None and os.getsid(running.pid) == running.pid
-    stop(files)
-    assert not answers("127.0.0.1", port)
-
-
 def test_a_port_whose_closed_connections_linger_in_time_wait_is_free(files):
     with socket.socket() as listener:
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
