@@ -3,12 +3,13 @@ PSIS diagnostics and a persistent privacy-budget ledger.
 
 The public API (`__all__`): `publish` a release of any kind from a file or a DataFrame, its
 settings (`SyntheticConfig`, `TruncationConfig`, `ABCDPConfig`), the public schema
-(`Schema`, `load_schema`), the privacy ledger (`Ledger`), checking a release
-(`verify_release`), the analysis helpers (`load_release`, `weighted_mean`, `fit_weighted`,
+(`Schema`, `load_schema`) and its Great Expectations suite (`expectation_suite`, the gx
+extra), the privacy ledger (`Ledger`), checking a release (`verify_release`), the analysis
+helpers (`load_release`, `weighted_mean`, `fit_weighted`,
 `design_matrix`, `glm_effective_sample_size`) and the errors a caller catches.
 
 Importing this package is cheap: each name is imported when first used (PEP 562), and
-Prefect, torch, Opacus and OpenDP only where they are needed.
+Prefect, torch, Opacus, OpenDP and Great Expectations only where they are needed.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
         InputError,
         UnreliableWeightsError,
     )
+    from dprelease.expectations.suite import expectation_suite
     from dprelease.privacy.ledger.ledger import Ledger
     from dprelease.release.api import publish
     from dprelease.schema import Schema, load_schema
@@ -63,6 +65,7 @@ _EXPORTS = {
     "InputError": "dprelease.errors",
     "BudgetExceededError": "dprelease.errors",
     "UnreliableWeightsError": "dprelease.errors",
+    "expectation_suite": "dprelease.expectations.suite",
 }
 __all__ = [
     "ABCDPConfig",
@@ -78,6 +81,7 @@ __all__ = [
     "VerificationResult",
     "__version__",
     "design_matrix",
+    "expectation_suite",
     "fit_weighted",
     "glm_effective_sample_size",
     "load_release",

@@ -14,6 +14,7 @@ from leak_checks import exception_text, shown_values, write_headerless_csv
 from dprelease.config import SyntheticConfig
 from dprelease.datasets import census_like
 from dprelease.errors import InputError
+from dprelease.expectations import gx_installed
 
 ROOT = Path(__file__).parent.parent
 pytestmark = pytest.mark.prefect
@@ -74,7 +75,8 @@ def test_a_release_is_findable_in_the_ui(prefect_server, tmp_path):
             artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id]))
         )
     by_key = {artifact.key: artifact for artifact in artifacts}
-    assert set(by_key) == {"release-report-ui-test", "ledger-totals-ui-test"}
+    checked = {"expectations-ui-test"} if gx_installed() else set()
+    assert set(by_key) == {"release-report-ui-test", "ledger-totals-ui-test", *checked}
     assert all(artifact.description for artifact in artifacts)
     report = by_key["release-report-ui-test"].data
     assert "path/to/" not in report and f"dprelease verify {directory.as_posix()}" in report
@@ -85,6 +87,14 @@ def test_a_release_is_findable_in_the_ui(prefect_server, tmp_path):
     for row in rows:  # rounded for people: no float noise such as 1.6666666666666668e-07
         for column in ("spent", "cap"):
             assert len(row[column]) <= 24, row
+    if checked:  # Great Expectations' result on the synthetic table, one row per expectation
+        rows = by_key["expectations-ui-test"].data
+        rows = yaml.safe_load(rows) if isinstance(rows, str) else rows
+        assert {row["result"] for row in rows} == {"ok"}
+        bounded = {r["column"] for r in rows if r["expectation"].endswith("_to_be_between")}
+        assert bounded == {"age", "education", "hours", "wage", "capital_gain"}
+        assert "may be published" in by_key["expectations-ui-test"].description
+        assert "## Great Expectations" in report
 
 
 def test_a_failed_run_logs_once_and_stores_nothing(prefect_server, tmp_path):

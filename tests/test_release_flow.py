@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 
 from dprelease.cli.app import app
 from dprelease.datasets import census_like
+from dprelease.expectations import gx_installed
 from dprelease.privacy.ledger.ledger import Ledger
 from dprelease.privacy.ledger.location import resolve_ledger_url
 from dprelease.release.synthetic.plan import DEFAULT_N_SYNTHETIC
@@ -84,14 +85,17 @@ def test_release_end_to_end(prefect_server, census_csv, tmp_path):
     assert result.exit_code == 0, result.output
     release_dir = Path(result.stdout.strip().splitlines()[-1])
     assert release_dir.parent == out / "census-test"
-    assert sorted(p.name for p in release_dir.iterdir()) == [
-        "diagnostics.json",
-        "ledger.parquet",
-        "manifest.json",
-        "report.md",
-        "synthetic.parquet",
-        "weights.png",
-    ]
+    assert sorted(p.name for p in release_dir.iterdir()) == sorted(
+        [
+            "diagnostics.json",
+            "ledger.parquet",
+            "manifest.json",
+            "report.md",
+            "synthetic.parquet",
+            "weights.png",
+            *(["expectations.json"] if gx_installed() else []),
+        ]
+    )
     table = pq.read_table(release_dir / "synthetic.parquet")
     metadata = table.schema.metadata
     assert metadata[b"dprelease.release_id"].decode() == release_dir.name

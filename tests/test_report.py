@@ -88,6 +88,7 @@ def test_the_report_has_every_section(report):
         "## Importance weights",
         "## Columns: unweighted and weighted",
         "## Using the release",
+        "## Great Expectations",
         "## Budget of the dataset",
         "## How to verify this release",
     ]

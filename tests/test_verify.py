@@ -18,6 +18,7 @@ from release_fixtures import build_release, edit_table, failed, manifest_of, reh
 from typer.testing import CliRunner
 
 from dprelease.cli.verify import verify_command
+from dprelease.expectations import gx_installed
 from dprelease.privacy.accountants import compose_history
 from dprelease.privacy.accounting import Cap, PlannedSpend, Spend
 from dprelease.release.writer import privacy_statement
@@ -50,6 +51,8 @@ SYNTHETIC = {
     "diagnostics",
 }
 FILES = {"diagnostics.json", "ledger.parquet", "report.md", "synthetic.parquet", "weights.png"}
+if gx_installed():  # Great Expectations' validation of the synthetic table
+    FILES.add("expectations.json")
 
 
 @pytest.fixture(scope="module")

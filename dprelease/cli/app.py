@@ -15,6 +15,7 @@ from dprelease.cli.evaluate import evaluate
 from dprelease.cli.infer import infer_app
 from dprelease.cli.ledger import ledger_app
 from dprelease.cli.release import release
+from dprelease.cli.schema import schema_app
 from dprelease.cli.server import server_app
 from dprelease.cli.support import EXIT_CODES_HELP, claim_root_logger
 from dprelease.cli.verify import VERIFY_EXIT_CODES, verify_command
@@ -31,6 +32,7 @@ app.command("evaluate", epilog=EXIT_CODES_HELP)(evaluate)
 app.add_typer(ledger_app, name="ledger")
 app.add_typer(infer_app, name="infer")
 app.add_typer(server_app, name="server")
+app.add_typer(schema_app, name="schema")
 app.command("verify", epilog=VERIFY_EXIT_CODES)(verify_command)
 
 if __name__ == "__main__":  # `python -m dprelease.cli.main` also tunes the collector

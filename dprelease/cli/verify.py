@@ -1,8 +1,10 @@
 """`dprelease verify RELEASE_DIR`: check a release and print a table of checks and a verdict.
 
 Exit codes: 0 every check holds; 1 a check fails (the failing checks are named on stderr);
-2 RELEASE_DIR is not a directory. The checks are those of `dprelease.verify.release`; the command
-reads only the release directory (no ledger database, no Prefect).
+2 RELEASE_DIR is not a directory, or `--expectations` without the gx extra. The checks are
+those of `dprelease.verify.release`; the command reads only the release directory (no ledger
+database, no Prefect). `--expectations` adds Great Expectations' validation of the synthetic
+table against the suite derived from the manifest's public schema, one check per expectation.
 """
 
 from __future__ import annotations
@@ -11,15 +13,17 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from dprelease.cli.support import fail, stdout
+from dprelease.cli.support import expected_errors, fail, stdout
+from dprelease.expectations import GX_EXTRA, require_gx
 from dprelease.verify.release import verify_release
 
 VERIFY_EXIT_CODES = (
     "Exit codes: 0 every check holds; 1 a check fails (named on stderr); 2 RELEASE_DIR is not "
-    "a directory."
+    "a directory, or --expectations without the gx extra."
 )
 
 
@@ -34,13 +38,25 @@ def verify_command(
             dir_okay=True,
         ),
     ],
+    expectations: Annotated[
+        bool,
+        typer.Option(
+            "--expectations",
+            help="Also validate synthetic.parquet with Great Expectations against the suite "
+            "derived from the manifest's public schema, one check per expectation (needs "
+            f"the gx extra: {escape(GX_EXTRA)}).",
+        ),
+    ] = False,
 ) -> None:
     """Check a release without trusting the publisher's tooling: recompute every sha256 in
     its manifest, check ledger.parquet against the privacy statement and the cap, and check
     the data files against the public schema."""
-    result = verify_release(release_dir)
+    if expectations:
+        with expected_errors():
+            require_gx()
+    result = verify_release(release_dir, expectations=expectations)
     table = Table(title=f"{result.kind or 'unknown'} release {result.release_id or '?'}")
-    table.add_column("check")
+    table.add_column("check", overflow="fold")  # long names (gx:...) wrap, never cut
     table.add_column("result")
     table.add_column("reason")
     for check in result.checks:

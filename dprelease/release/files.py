@@ -23,6 +23,11 @@ NOT_COMMITTED = "not committed"
 SYNTHETIC = "synthetic"
 SYNTHETIC_FILE = "synthetic.parquet"
 DIAGNOSTICS_FILE = "diagnostics.json"
+# Great Expectations' validation of synthetic.parquet against the public schema's suite
+# (`dprelease.expectations`), when the gx extra is installed; its summary is the manifest's
+# `EXPECTATIONS_KEY`.
+EXPECTATIONS_FILE = "expectations.json"
+EXPECTATIONS_KEY = "expectations"
 WEIGHTS_FIGURE = "weights.png"
 WEIGHT_COLUMNS = ("weight", "log_weight")
 

@@ -7,7 +7,9 @@ A kind (`release.synthetic`, `release.truncation`, `release.abcdp`) implements `
 - `load(plan, source)`: the validated real data (a file path, or a table in memory);
 - `run(plan, data, noise, step)`: the mechanisms (they see the real data);
 - `actual_spends(plan, outcome)`: what each reserved mechanism actually spent;
-- `bundle(plan, outcome, record)`: the `ReleaseBundle` (DP outputs and public metadata).
+- `bundle(plan, outcome, record)`: the `ReleaseBundle` (DP outputs and public metadata);
+- `checks`: checks of the bundle that add their results to it (`BundleCheck`; the synthetic
+  kind's Great Expectations check, `release.synthetic.expectations`).
 
 `publish_release` runs them in the order the privacy model requires (docs/privacy-model.md
 section 7), and nothing else reserves or commits spends:
@@ -16,7 +18,7 @@ section 7), and nothing else reserves or commits spends:
     spent) -> warn when this configuration was released today (`DuplicateReleaseWarning`:
     the run is about to spend again) -> reserve every planned spend atomically -> run ->
     commit the actual spends -> bundle (the dataset's ledger record up to this release) ->
-    write atomically.
+    the kind's checks of the bundle -> write atomically.
 
 From the reservation on, a failure keeps the spend (`errors.spend_kept`): the run may have
 touched the data, and a retry is a new spend. The release id, whose UTC time is the manifest's
@@ -148,6 +150,17 @@ class KindPlan:
         )
 
 
+@dataclass(frozen=True)
+class BundleCheck:
+    """A check of a release's bundle that adds its result to it (a file, a manifest entry),
+    run as the step `name` after `bundle`, so the result is in the release before its
+    checksums are taken. It sees the bundle only: DP outputs and public metadata, never the
+    real data. `run(bundle)` returns the bundle with the result."""
+
+    name: str
+    run: Callable[[ReleaseBundle], ReleaseBundle]
+
+
 ConfigT = TypeVar("ConfigT")
 PlanT = TypeVar("PlanT", bound=Plan)
 DataT = TypeVar("DataT")
@@ -165,6 +178,7 @@ class Pipeline(Generic[ConfigT, PlanT, DataT, OutcomeT]):
     actual_spends(plan, outcome): what each planned spend actually spent, in the order of
         `plan.planned_spends`.
     bundle(plan, outcome, record): the release's files (DP outputs and public metadata only).
+    checks: run on the bundle, each as a step of its own, before it is written.
     """
 
     kind: str
@@ -173,6 +187,7 @@ class Pipeline(Generic[ConfigT, PlanT, DataT, OutcomeT]):
     run: Callable[[PlanT, DataT, NoiseSource, Step], OutcomeT]
     actual_spends: Callable[[PlanT, OutcomeT], list[PlannedSpend]]
     bundle: Callable[[PlanT, OutcomeT, LedgerRecord], ReleaseBundle]
+    checks: tuple[BundleCheck, ...] = ()
 
 
 def one_step(
@@ -303,7 +318,8 @@ def publish_release(
     noise: NoiseSource | None = None,
     step: Step = direct,
 ) -> Path:
-    """Plan, run in the guarded order and write one release; return its directory. Refuses
+    """Plan, run in the guarded order, check and write one release; return its directory.
+    Refuses
     an `out_dir` inside an existing release (before anything is read or spent); a run that
     reaches the reservation warns (`DuplicateReleaseWarning`, `run_guarded`) when the
     dataset already has a release with the same configuration today."""
@@ -317,4 +333,6 @@ def publish_release(
     )
     with spend_kept():
         bundle = step("bundle", pipeline.bundle, plan, outcome, record)
+        for check in pipeline.checks:
+            bundle = step(check.name, check.run, bundle)
     return step("write-release", write_release, bundle, out_dir)

@@ -74,6 +74,7 @@ VERSIONED_PACKAGES = (
     "dp-accounting",
     "opendp",
     "prefect",
+    "great_expectations",
 )
 
 

@@ -51,6 +51,11 @@ turned into a module name. `dprelease/verify/synthetic.py` is the "synthetic" ki
 and the pattern for the others (`dprelease/verify/<kind>.py`, importing no more than this
 module does).
 
+With `expectations=True` (`dprelease verify --expectations`, the gx extra): Great
+Expectations validates `synthetic.parquet` against the suite derived from the manifest's
+public schema, one check per expectation (`verify/expectations.py`, which imports GX and
+`dprelease.expectations` only).
+
 What verification does not prove: the manifest is not signed, so someone who rewrites every
 file consistently (values, ledger, hashes) passes. Authenticity needs the manifest's sha256
 (printed by `dprelease verify`) compared with a digest the publisher announced elsewhere.
@@ -114,8 +119,9 @@ KIND_MODULES: dict[str, str] = {
 }
 
 
-def verify_release(path: str | Path) -> VerificationResult:
-    """Run every common check and the checks of the release's kind."""
+def verify_release(path: str | Path, *, expectations: bool = False) -> VerificationResult:
+    """Run every common check and the checks of the release's kind; with `expectations`,
+    Great Expectations' checks too (module docstring)."""
     directory = Path(path)
     manifest, digest, manifest_check = _load_manifest(directory)
     if manifest is None:
@@ -127,6 +133,10 @@ def verify_release(path: str | Path) -> VerificationResult:
     checks.append(_no_row_count(manifest))
     checks += _guarded("parquet-metadata", lambda: [_parquet_metadata(directory, manifest)])
     checks += _guarded(f"{kind}-checks", lambda: _kind_checks(kind)(directory, manifest))
+    if expectations:
+        from dprelease.verify.expectations import expectation_checks
+
+        checks += _guarded("expectations", lambda: expectation_checks(directory, manifest, kind))
     return VerificationResult(directory, kind, manifest["release_id"], digest, tuple(checks))
 
 

@@ -12,7 +12,12 @@ section 8). Each artifact has a description (the Prefect UI lists artifacts by i
   under basic composition beside it, and the PLD figure where one is reported (never used to
   admit a release; the description says what it is valid for), each number rounded for
   people (`report.common.human`, 4 digits), in four columns narrow enough for the UI
-  (`ledger_totals`).
+  (`ledger_totals`);
+- `expectations-<dataset>` (a synthetic release checked by Great Expectations,
+  `release.synthetic.expectations`): one row per expectation of the public schema's suite,
+  with its result on the synthetic table, the rule and what GX observed
+  (`expectation_rows`, from `expectations.json`). It is a DP output checked against public
+  rules, so it may be published; the description says so.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from dprelease.orchestration.tasks import NO_PERSISTENCE
 from dprelease.privacy.ledger.ledger import Ledger
-from dprelease.release.files import MANIFEST_FILE
+from dprelease.release.files import EXPECTATIONS_FILE, EXPECTATIONS_KEY, MANIFEST_FILE
 from dprelease.release.report.common import human
 from dprelease.release.writer import artifact_markdown
 
@@ -34,8 +39,9 @@ DIGITS = 4
 
 @task(name="publish-artifacts", **NO_PERSISTENCE)
 def publish_artifacts(release_dir: str, ledger_url: str) -> None:
-    """A markdown artifact (the report, figures embedded) and a table artifact (ledger
-    totals); see the module docstring."""
+    """A markdown artifact (the report, figures embedded), a table artifact (ledger totals)
+    and, for a release checked by Great Expectations, a table artifact of its expectations;
+    see the module docstring."""
     directory = Path(release_dir).resolve()
     manifest = json.loads((directory / MANIFEST_FILE).read_text())
     dataset, release_id = manifest["dataset"], manifest["release_id"]
@@ -59,6 +65,38 @@ def publish_artifacts(release_dir: str, ledger_url: str) -> None:
         + "".join(f"; {name} is reported only, {figure['valid_for']}"
                   for name, figure in summary["reported"].items()),  # fmt: skip
     )
+    checked = manifest.get(EXPECTATIONS_KEY) or {}
+    if checked.get("checked"):
+        record = json.loads((directory / EXPECTATIONS_FILE).read_text())
+        verdict = (
+            "every expectation holds"
+            if checked["success"]
+            else f"{checked['held']} of {checked['expectations']} expectations hold"
+        )
+        create_table_artifact(
+            table=expectation_rows(record),
+            key=f"expectations-{key}",
+            description=f"Great Expectations {checked['great_expectations_version']} on the "
+            f"synthetic table of release {release_id} of dataset {dataset!r}, against the "
+            f"suite {checked['suite']!r} derived from the public schema: {verdict}. A DP "
+            "output checked against public rules: this result may be published.",
+        )
+
+
+def expectation_rows(record: dict) -> list[dict[str, str]]:
+    """One row per expectation of `expectations.json`, in the suite's order: its result (ok
+    or FAILED), the column, the rule, what GX observed and GX's name of the expectation (last:
+    the UI cuts a wide table on the right)."""
+    return [
+        {
+            "result": "ok" if outcome["success"] else "FAILED",
+            "column": outcome["column"] or "(table)",
+            "rule": outcome["rule"],
+            "observed": outcome["observed"],
+            "expectation": outcome["expectation"],
+        }
+        for outcome in record["outcomes"]
+    ]
 
 
 def ledger_totals(summary: dict) -> list[dict[str, str]]:

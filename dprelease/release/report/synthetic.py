@@ -45,6 +45,7 @@ from dprelease.release.report.common import (
     save_figure,
     write_markdown,
 )
+from dprelease.release.report.expectations import expectations_section
 from dprelease.release.report.figures import (
     GOOD_K_HAT,
     diagnostic_number,
@@ -89,6 +90,7 @@ def write_report(
         *_weights_section(manifest, diagnostics),
         *columns_section(summary),
         *_snippet_section(manifest, synthetic),
+        *expectations_section(manifest),
         *closing_sections(directory, manifest),
     ]
     write_markdown(directory, lines)

@@ -18,6 +18,9 @@ pipeline (`release.pipeline.Pipeline`); the plan is `release.synthetic.plan`.
     weights);
   - `diagnostics.json`: PSIS diagnostics of the released weights;
   - `report.md` and its figures.
+- `check-expectations` (`release.synthetic.expectations`): Great Expectations' validation of
+  the synthetic table against the public schema's suite (`expectations.json`), when the gx
+  extra is installed.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from dprelease.privacy.noise import NoiseSource
 from dprelease.release.files import DIAGNOSTICS_FILE, SYNTHETIC, SYNTHETIC_FILE
 from dprelease.release.pipeline import Pipeline, Source, Step
 from dprelease.release.report.synthetic import write_report
+from dprelease.release.synthetic.expectations import EXPECTATIONS_CHECK
 from dprelease.release.synthetic.plan import SyntheticPlan, plan_release
 from dprelease.release.writer import LedgerRecord, ReleaseBundle
 from dprelease.weights.calibration.held_margins import held_shift
@@ -207,5 +211,11 @@ def actual_spends(plan: SyntheticPlan, outcome: SyntheticOutcome) -> list[Planne
 
 
 SYNTHETIC_PIPELINE = Pipeline(
-    SYNTHETIC, plan_release, load_real, run_mechanisms, actual_spends, synthetic_bundle
+    SYNTHETIC,
+    plan_release,
+    load_real,
+    run_mechanisms,
+    actual_spends,
+    synthetic_bundle,
+    checks=(EXPECTATIONS_CHECK,),
 )
