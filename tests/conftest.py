@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import sys
+from pathlib import Path
 
 import absl.logging
 import numpy as np
 import pytest
+from prefect_server import shared_server, stop_shared_server
 
 from dprelease.privacy.noise import NoiseSource
 
@@ -39,22 +40,40 @@ def seeded_noise():
     return SeededNoise
 
 
+def _session_root(config: pytest.Config) -> Path:
+    """The base directory every pytest process of this session shares (xdist gives each
+    worker a directory of its own inside the controller's)."""
+    base = config._tmp_path_factory.getbasetemp()  # type: ignore[attr-defined]
+    return base.parent if hasattr(config, "workerinput") else base
+
+
 @pytest.fixture(scope="session")
-def prefect_server():
-    """One temporary Prefect server per pytest process (`make test` runs two); yields its API
-    URL. Its database is a fresh PostgreSQL database when DPRELEASE_TEST_POSTGRES_URL names a
-    server (CI), so that concurrent flow runs never meet SQLite's single writer
-    (`prefect_postgres`); otherwise Prefect's own SQLite test harness."""
-    os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
-    postgres = os.environ.get("DPRELEASE_TEST_POSTGRES_URL")
-    if postgres:
-        from prefect_postgres import prefect_server_on_postgres
+def shared_prefect_server(request) -> dict:
+    """The session's one real Prefect server (`prefect_server.shared_server`, started by
+    `dprelease server start` on first use and shared by the xdist workers): its API URL,
+    PREFECT_HOME and PostgreSQL database."""
+    return shared_server(_session_root(request.config))
 
-        with prefect_server_on_postgres(postgres) as api_url:
-            yield api_url
-        return
-    from prefect.settings import PREFECT_API_URL
-    from prefect.testing.utilities import prefect_test_harness
 
-    with prefect_test_harness(server_startup_timeout=120):
-        yield PREFECT_API_URL.value()
+@pytest.fixture(scope="session")
+def prefect_server(shared_prefect_server):
+    """The session's Prefect server as this process's PREFECT_API_URL (and, through the
+    environment tests pass on, the CLI processes tests start); yields the API URL. Log and
+    event workers are drained before the session ends, as Prefect's harness does, so that no
+    late log line meets a stopped server."""
+    import prefect.settings
+    from prefect.events.worker import EventsWorker
+    from prefect.logging.handlers import APILogWorker
+
+    api = shared_prefect_server["api"]
+    with prefect.settings.temporary_settings(updates={prefect.settings.PREFECT_API_URL: api}):
+        yield api
+        APILogWorker.drain_all()
+        EventsWorker.drain_all()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The process that owns the session (the xdist controller, or the only process) stops
+    the shared Prefect server once every worker is done."""
+    if not hasattr(session.config, "workerinput"):
+        stop_shared_server(_session_root(session.config))
