@@ -29,6 +29,9 @@ ROOT = Path(__file__).parent.parent
 N_REAL = 4321  # a row count that appears nowhere else in a release
 # Tests about the ledger must not depend on the random PSIS verdict of the weights.
 LENIENT = ("--allow-unreliable-weights",)
+# Tests about the ledger and the cap: the cheapest generator (one-way marginals) and a small
+# synthetic table; what they check does not depend on the generator.
+CHEAP = ("--generator", "marginals", "--n-synthetic", "2000", *LENIENT)
 
 pytestmark = pytest.mark.prefect
 
@@ -148,7 +151,7 @@ def test_releases_accumulate_and_the_cap_refuses_before_reading(
     out = tmp_path / "releases"
     schema = schema_file(tmp_path, epsilon_cap=2.5)
     for _ in range(2):
-        assert invoke(*release_args(census_csv, schema, out, *LENIENT)).exit_code == 0
+        assert invoke(*release_args(census_csv, schema, out, *CHEAP)).exit_code == 0
     before = ledger_json(out)
     assert before["spent"]["epsilon"] == pytest.approx(2.0, abs=1e-9)
     # The third release would pass the cap: it must stop before reading its input, so a
@@ -258,7 +261,7 @@ def test_concurrent_releases_publish_exactly_what_the_cap_admits(
                 sys.executable,
                 "-m",
                 "dprelease.cli.app",
-                *release_args(census_csv, schema, out, *LENIENT),
+                *release_args(census_csv, schema, out, *CHEAP),
             ],
             env=env,
             stdout=subprocess.PIPE,
