@@ -50,10 +50,10 @@ test: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -n 2 --durations=10
 
-# The documentation site into site/ (the docs extra: MkDocs, Material, mkdocstrings); --strict
-# fails on any broken link or reference. The CLI reference is generated from the typer app.
+# The documentation site into site/ (the docs extra, part of dev: MkDocs, Material,
+# mkdocstrings); --strict fails on any broken link or reference. The CLI reference is
+# generated from the typer app. CI runs it after the tests (.ci/run).
 docs: $(STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[dev,docs]'
 	$(BIN)/mkdocs build --strict
 
 BENCHMARKS := release psis weights generators weights_fraction cli_latency accounting \
