@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import threading
 from pathlib import Path
 
 import absl.logging
@@ -72,8 +73,24 @@ def prefect_server(shared_prefect_server):
         EventsWorker.drain_all()
 
 
+_EARLY_START: list[threading.Thread] = []
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Under xdist (`make test`), the controller starts the shared Prefect server in the
+    background at once, while the workers start and collect: it takes 15-25 s here, and the
+    first tests of both workers need it."""
+    config = session.config
+    if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
+        thread = threading.Thread(target=shared_server, args=(_session_root(config),))
+        thread.start()
+        _EARLY_START.append(thread)
+
+
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """The process that owns the session (the xdist controller, or the only process) stops
     the shared Prefect server once every worker is done."""
     if not hasattr(session.config, "workerinput"):
+        for thread in _EARLY_START:
+            thread.join()
         stop_shared_server(_session_root(session.config))
