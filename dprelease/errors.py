@@ -75,6 +75,5 @@ def require(extra: str, what: str) -> None:
             found = False
         if not found:
             raise InputError(
-                f"{what} needs the optional dependency {package}: "
-                f"pip install 'dprelease[{extra}]'"
+                f"{what} needs the optional dependency {package}: pip install 'dprelease[{extra}]'"
             )

@@ -116,23 +116,40 @@ def adaptive_truncation(
     ledger_url = resolve_ledger_url(ledger)
     with support.expected_errors(verbose):
         config = parse_config(
-            TruncationConfig, column=column, epsilon=epsilon, delta=delta, n_steps=n_steps,
-            count_epsilon=count_epsilon, max_steps=max_steps, min_steps=min_steps,
-            family=family, score=score, engine=engine, particles=particles,
-            prior=parse_prior(prior), seed=seed, secure_noise=secure_noise,
-            on_invalid_rows=on_invalid_rows, drop_extra_columns=drop_extra_columns,
-        )  # fmt: skip
+            TruncationConfig,
+            column=column,
+            epsilon=epsilon,
+            delta=delta,
+            n_steps=n_steps,
+            count_epsilon=count_epsilon,
+            max_steps=max_steps,
+            min_steps=min_steps,
+            family=family,
+            score=score,
+            engine=engine,
+            particles=particles,
+            prior=parse_prior(prior),
+            seed=seed,
+            secure_noise=secure_noise,
+            on_invalid_rows=on_invalid_rows,
+            drop_extra_columns=drop_extra_columns,
+        )
         public = load_schema(schema)
         plan = plan_truncation_release(public, config)
     support.publish_command(
         "dprelease.orchestration.flows.adaptive_truncation:adaptive_truncation_flow",
-        plan=plan, input_path=input_path, schema=schema, config=config, out=out,
-        ledger_url=ledger_url, verbose=verbose,
+        plan=plan,
+        input_path=input_path,
+        schema=schema,
+        config=config,
+        out=out,
+        ledger_url=ledger_url,
+        verbose=verbose,
         what=f"adaptive truncation of {public.dataset}.{column}",
         summary=lambda manifest: (
             f"{manifest['privacy_statement']}\nmechanism: {manifest['truncation_statement']}"
         ),
-    )  # fmt: skip
+    )
 
 
 @infer_app.command("design-truncation")
@@ -232,9 +249,7 @@ def abcdp(
     ] = None,
     kernel: Annotated[
         str,
-        typer.Option(
-            "--kernel", help="gaussian_rff (needs the torch extra) or gaussian_exact."
-        ),
+        typer.Option("--kernel", help="gaussian_rff (needs the torch extra) or gaussian_exact."),
     ] = "gaussian_rff",
     n_features: Annotated[int, typer.Option("--n-features", help="Random features D.")] = 500,
     bandwidth: Annotated[
@@ -285,29 +300,49 @@ def abcdp(
     seed = seed if seed is not None else secrets.randbits(63)  # the flow replans with it
     with support.expected_errors(verbose):
         config = parse_config(
-            ABCDPConfig, model=model, n_samples=n_samples, threshold=threshold,
-            epsilon=epsilon, count_fraction=count_fraction, resample=resample, n_draws=n_draws,
-            n_sim=n_sim, kernel=kernel, n_features=n_features, bandwidth=_bandwidth(bandwidth),
-            n_min=n_min, seed=seed, secure_noise=secure_noise, on_invalid_rows=on_invalid_rows,
+            ABCDPConfig,
+            model=model,
+            n_samples=n_samples,
+            threshold=threshold,
+            epsilon=epsilon,
+            count_fraction=count_fraction,
+            resample=resample,
+            n_draws=n_draws,
+            n_sim=n_sim,
+            kernel=kernel,
+            n_features=n_features,
+            bandwidth=_bandwidth(bandwidth),
+            n_min=n_min,
+            seed=seed,
+            secure_noise=secure_noise,
+            on_invalid_rows=on_invalid_rows,
             drop_extra_columns=drop_extra_columns,
-        )  # fmt: skip
+        )
         public = load_schema(schema)
         plan = plan_abcdp_release(public, config)
     mode = plan.plan.simulator.mode
     support.stderr.print(
         f"model {plan.plan.model.name}: simulated {mode.name} ({mode.rule})",
-        highlight=False, markup=False, soft_wrap=True,
-    )  # fmt: skip
+        highlight=False,
+        markup=False,
+        soft_wrap=True,
+    )
     support.publish_command(
         "dprelease.orchestration.flows.abcdp:abcdp_flow",
-        plan=plan, input_path=input_path, schema=schema, config=config, out=out,
-        ledger_url=ledger_url, verbose=verbose, what=f"ABCDP of {public.dataset}",
+        plan=plan,
+        input_path=input_path,
+        schema=schema,
+        config=config,
+        out=out,
+        ledger_url=ledger_url,
+        verbose=verbose,
+        what=f"ABCDP of {public.dataset}",
         summary=lambda manifest: (
             f"{manifest['privacy_statement']}\nmechanism: {manifest['n_accepted']} of "
             f"c={manifest['n_samples']} samples accepted after {manifest['t_stop']} draws; "
             f"{manifest['svt_statement']}"
         ),
-    )  # fmt: skip
+    )
 
 
 @infer_app.command("abcdp-plan")
@@ -361,12 +396,20 @@ def abcdp_plan(
         if not n_hat_guess > 0:
             raise InputError("--n-hat-guess must be positive")
         config = parse_config(
-            ABCDPConfig, model=model or "", n_samples=n_samples,
+            ABCDPConfig,
+            model=model or "",
+            n_samples=n_samples,
             threshold=1.0 if threshold is None else threshold,  # the noise plan ignores it
-            epsilon=epsilon, count_fraction=count_fraction, resample=resample,
-            n_draws=n_draws, n_sim=n_sim, kernel=kernel, n_features=n_features,
-            bandwidth=_bandwidth(bandwidth), seed=seed,
-        )  # fmt: skip
+            epsilon=epsilon,
+            count_fraction=count_fraction,
+            resample=resample,
+            n_draws=n_draws,
+            n_sim=n_sim,
+            kernel=kernel,
+            n_features=n_features,
+            bandwidth=_bandwidth(bandwidth),
+            seed=seed,
+        )
         summary = noise_plan(config, n_hat_guess)
         if model is not None:
             from dprelease.inference.abcdp.threshold import suggest_threshold

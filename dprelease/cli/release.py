@@ -113,19 +113,34 @@ def release(
     ledger_url = resolve_ledger_url(ledger)
     with support.expected_errors(verbose):
         config = parse_config(
-            SyntheticConfig, epsilon=epsilon, delta=delta, generator=generator,
-            weights=weights, weights_fraction=weights_fraction, n_synthetic=n_synthetic,
-            seed=seed, on_out_of_bounds=on_out_of_bounds, on_invalid_rows=on_invalid_rows,
-            drop_extra_columns=drop_extra_columns, temper=temper,
-            allow_unreliable_weights=allow_unreliable_weights, secure_noise=secure_noise,
-        )  # fmt: skip
+            SyntheticConfig,
+            epsilon=epsilon,
+            delta=delta,
+            generator=generator,
+            weights=weights,
+            weights_fraction=weights_fraction,
+            n_synthetic=n_synthetic,
+            seed=seed,
+            on_out_of_bounds=on_out_of_bounds,
+            on_invalid_rows=on_invalid_rows,
+            drop_extra_columns=drop_extra_columns,
+            temper=temper,
+            allow_unreliable_weights=allow_unreliable_weights,
+            secure_noise=secure_noise,
+        )
         public = load_schema(schema)
         plan = plan_release(public, config)
         if plan.generator.shows_progress:
             config = config.model_copy(update={"generator_options": {"progress": True}})
     support.publish_command(
         "dprelease.orchestration.flows.release:release_flow",
-        plan=plan, input_path=input_path, schema=schema, config=config, out=out,
-        ledger_url=ledger_url, verbose=verbose, what=f"release of {public.dataset}",
+        plan=plan,
+        input_path=input_path,
+        schema=schema,
+        config=config,
+        out=out,
+        ledger_url=ledger_url,
+        verbose=verbose,
+        what=f"release of {public.dataset}",
         summary=lambda manifest: manifest["privacy_statement"],
-    )  # fmt: skip
+    )

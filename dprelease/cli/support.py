@@ -61,7 +61,7 @@ INFER_EXIT_CODES_HELP = (
 )  # a posterior has no importance weights, so no PSIS refusal (exit 4)
 EXIT_CODES_HELP = INFER_EXIT_CODES_HELP.removesuffix(".") + (
     "; 4 PSIS says the weights are unreliable (the spend stays in the ledger, nothing "
-    "published); 5 published, but the release's verdict is \"not usable\" (its report says "
+    'published); 5 published, but the release\'s verdict is "not usable" (its report says '
     "why)."
 )
 NOT_USABLE_EXIT = 5  # a published release whose verdict (manifest `verdict`) is "not usable"

@@ -232,20 +232,29 @@ def verdict(accuracy: dict, rows: dict, weights_verdict: str, weights_chi2: floa
     if rows["missing_categories"]:
         caution.append("some categories have no synthetic row")
     column_reasons = (
-        (crowded(rows), "90 % of the synthetic rows lie in at most an eighth of the column's "
-         "cells, inside which values are drawn apart from the other columns, so relations "
-         "finer than a cell are lost; bounds closer to where the rows are give finer cells "
-         "there"),
-        (moved_means(rows), f"synthetic rows in cells whose DP counts are within {WEAK_SDS:g} "
-         f"noise standard deviations of zero{APART}, cells the noise alone can fill, move the "
-         "column's mean by more than a quarter of a standard deviation of its other rows: its "
-         "mean and its far values are not reliable"),
-        (noisy_tails(rows), f"{TAIL_SHARE:.0%} or more of the synthetic rows lie beyond the "
-         f"cells whose DP counts are {WEAK_SDS:g} noise standard deviations above zero and, "
-         "apart from the column's body, above what the noise alone reaches in any of its "
-         "cells, in cells the noise alone can fill: the column's 1st or 99th percentile and "
-         "its far values are not reliable"),
-    )  # fmt: skip
+        (
+            crowded(rows),
+            "90 % of the synthetic rows lie in at most an eighth of the column's "
+            "cells, inside which values are drawn apart from the other columns, so relations "
+            "finer than a cell are lost; bounds closer to where the rows are give finer cells "
+            "there",
+        ),
+        (
+            moved_means(rows),
+            f"synthetic rows in cells whose DP counts are within {WEAK_SDS:g} "
+            f"noise standard deviations of zero{APART}, cells the noise alone can fill, move the "
+            "column's mean by more than a quarter of a standard deviation of its other rows: its "
+            "mean and its far values are not reliable",
+        ),
+        (
+            noisy_tails(rows),
+            f"{TAIL_SHARE:.0%} or more of the synthetic rows lie beyond the "
+            f"cells whose DP counts are {WEAK_SDS:g} noise standard deviations above zero and, "
+            "apart from the column's body, above what the noise alone reaches in any of its "
+            "cells, in cells the noise alone can fill: the column's 1st or 99th percentile and "
+            "its far values are not reliable",
+        ),
+    )
     for names, reason in column_reasons:
         if names:
             caution.append(", ".join(f"`{name}`" for name in names) + f": {reason}")

@@ -62,8 +62,7 @@ WEAK_SDS = 2.0  # a cell counted below this many noise SDs: the noise alone can 
 MEAN_SHIFT_LIMIT = 0.25  # standard deviations of the rows outside the weak cells
 TAIL_SHARE = 0.01  # rows beyond the strong cells on one side: the 99th (1st) percentile in them
 # The other weak cells (`strong_cells`), in the words of the verdict and the report
-APART = (" or, apart from the column's body, within what the noise alone reaches in any of "
-         "its cells")
+APART = " or, apart from the column's body, within what the noise alone reaches in any of its cells"
 
 
 def cell_crowding(
@@ -224,6 +223,9 @@ def noisy_tails(rows: dict) -> list[str]:
     (`weak_cells`) whose mean the weak cells do not already move (`moved_means` names those,
     tails included)."""
     records = rows.get("weak_cells", {}).items()
-    return [name for name, record in records
-            if (record.get("lower_tail_on_noise") or record.get("upper_tail_on_noise"))
-            and not record["weak_cells_move_mean"]]  # fmt: skip
+    return [
+        name
+        for name, record in records
+        if (record.get("lower_tail_on_noise") or record.get("upper_tail_on_noise"))
+        and not record["weak_cells_move_mean"]
+    ]

@@ -133,9 +133,13 @@ def release_once(
     diagnostics."""
     plan = plan_release(schema, config, evaluation=True)
     outcome, _ = run_guarded(
-        SYNTHETIC_PIPELINE, plan, train, ledger_url=ledger_url, noise=NoiseSource(),
+        SYNTHETIC_PIPELINE,
+        plan,
+        train,
+        ledger_url=ledger_url,
+        noise=NoiseSource(),
         step=step or StepTimer(),
-    )  # fmt: skip
+    )
     diagnostics = diagnose(plan, outcome.estimate, outcome.synthetic)
     return outcome.synthetic, normalised_weights(diagnostics.log_weights), diagnostics
 
@@ -163,11 +167,15 @@ def evaluate_cell(
     for method in methods:
         free = method in BUDGET_FREE_WEIGHTS
         config = SyntheticConfig(
-            epsilon=epsilon, delta=grid.delta, generator=generator_name,
-            generator_options=options, weights=method,
+            epsilon=epsilon,
+            delta=grid.delta,
+            generator=generator_name,
+            generator_options=options,
+            weights=method,
             weights_fraction=None if free else grid.weights_fraction,
-            n_synthetic=grid.n_synthetic, seed=seed,
-        )  # fmt: skip
+            n_synthetic=grid.n_synthetic,
+            seed=seed,
+        )
         timer = StepTimer()
         with tempfile.TemporaryDirectory(prefix="dprelease-evaluation-") as directory:
             ledger_url = f"sqlite:///{Path(directory) / 'ledger.sqlite'}"

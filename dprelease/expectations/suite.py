@@ -39,13 +39,32 @@ if TYPE_CHECKING:
 
 INTEGER_TYPES = (
     # numpy and pandas (nullable) integer dtypes
-    "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-    "Int8Dtype", "Int16Dtype", "Int32Dtype", "Int64Dtype",
-    "UInt8Dtype", "UInt16Dtype", "UInt32Dtype", "UInt64Dtype",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "Int8Dtype",
+    "Int16Dtype",
+    "Int32Dtype",
+    "Int64Dtype",
+    "UInt8Dtype",
+    "UInt16Dtype",
+    "UInt32Dtype",
+    "UInt64Dtype",
     # SQL (SQLAlchemy type names) and Spark
-    "TINYINT", "SMALLINT", "INTEGER", "BIGINT",
-    "ByteType", "ShortType", "IntegerType", "LongType",
-)  # fmt: skip
+    "TINYINT",
+    "SMALLINT",
+    "INTEGER",
+    "BIGINT",
+    "ByteType",
+    "ShortType",
+    "IntegerType",
+    "LongType",
+)
 SUITE_NOTES = (
     "Derived by dprelease from the public schema of dataset {dataset!r} alone: it is public "
     "and may be published. Results of this suite on a release's synthetic table (a DP "

@@ -151,9 +151,11 @@ class Lattice:
         """The candidate steps, the shares of their classes with "none" last, and the share
         of zeros (post-processing of the noisy histogram; a share of 0 is a class below the
         threshold)."""
-        return {"steps": [float(step) for step in self.steps],
-                "shares": [round(float(share), 3) for share in self.shares],
-                "zero_share": round(self.zero, 3)}  # fmt: skip
+        return {
+            "steps": [float(step) for step in self.steps],
+            "shares": [round(float(share), 3) for share in self.shares],
+            "zero_share": round(self.zero, 3),
+        }
 
 
 def kept_threshold(std: float, columns: int, total: float, *, gaussian: bool) -> float:
@@ -200,8 +202,9 @@ def lattice_values(
     last[-1] = np.floor(highs[-1] / lattice.steps + 1e-9)  # except the last one
     holds_zero = (first <= 0) & (last >= 0)  # zero is drawn in its own class only
     points = np.maximum(last - first + 1, 0) - holds_zero
-    probs = np.hstack([lattice.shares[None, :STEPS] * (points > 0),
-                       np.full((n_bins, 1), lattice.shares[NONE])])  # fmt: skip
+    probs = np.hstack(
+        [lattice.shares[None, :STEPS] * (points > 0), np.full((n_bins, 1), lattice.shares[NONE])]
+    )
     probs[probs.sum(axis=1) == 0, NONE] = 1.0  # no kept step in the cell: uniform
     cumulative = np.cumsum(probs / probs.sum(axis=1, keepdims=True), axis=1)
     cumulative[:, -1] = 1.0
@@ -223,9 +226,14 @@ def lattice_values(
 
 
 def _draw_zeros(
-    scaled: np.ndarray, edges: np.ndarray, in_bin: np.ndarray, share: float, zero: float,
-    rng: np.random.Generator, present: np.ndarray | None,
-) -> None:  # fmt: skip
+    scaled: np.ndarray,
+    edges: np.ndarray,
+    in_bin: np.ndarray,
+    share: float,
+    zero: float,
+    rng: np.random.Generator,
+    present: np.ndarray | None,
+) -> None:
     """Set the rows of the cell holding the scaled zero `zero` to it with probability
     min(1, share / p0), p0 that cell's share of the `present` rows (module docstring)."""
     if share <= 0 or not 0.0 <= zero <= 1.0:

@@ -221,9 +221,12 @@ class PrivBayes(Generator):
         names, std = [c.column.name for c in self.cells], self.table_scale * math.sqrt(2.0)
         return [
             Measurement(
-                tuple(names[a] for a in table.attrs), table.probabilities.size, "laplace", std,
+                tuple(names[a] for a in table.attrs),
+                table.probabilities.size,
+                "laplace",
+                std,
                 table.noisy_total,
-            )  # fmt: skip
+            )
             for table in state.tables
         ]
 
@@ -280,4 +283,3 @@ class PrivBayes(Generator):
         for position, cells in enumerate(self.cells):
             write_cells(out, cells, chosen[:, position], rng)
         return out
-

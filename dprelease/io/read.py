@@ -39,9 +39,26 @@ CSV_BLOCK_BYTES = 16 << 20  # a CSV block of 16 MiB (then sliced into chunks)
 PARQUET_SUFFIXES = {".parquet", ".pq"}
 # pandas.read_csv's default missing-value markers (its documentation, `na_values`).
 PANDAS_NA_VALUES = (
-    "", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN",
-    "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null",
-)  # fmt: skip
+    "",
+    "#N/A",
+    "#N/A N/A",
+    "#NA",
+    "-1.#IND",
+    "-1.#QNAN",
+    "-NaN",
+    "-nan",
+    "1.#IND",
+    "1.#QNAN",
+    "<NA>",
+    "N/A",
+    "NA",
+    "NULL",
+    "NaN",
+    "None",
+    "n/a",
+    "nan",
+    "null",
+)
 NOT_UTF8 = "the file is not UTF-8 encoded text"
 FIELD_COUNT = "the file has lines with more or fewer fields than its header"
 OPEN_QUOTE = "the file has lines whose quoted value is not closed on the same line"

@@ -177,8 +177,6 @@ def preflight(path: str | Path, schema: Schema, policy: InputPolicy) -> None:
     """What can be checked about an input without reading its values: the file exists and is
     readable, its type is supported, a CSV header line is UTF-8 and parses, and the column
     set fits (only the header line of a CSV file is read)."""
-    problems = column_set_problems(
-        column_names(path), schema, str(path), policy.drop_extra_columns
-    )
+    problems = column_set_problems(column_names(path), schema, str(path), policy.drop_extra_columns)
     if problems:
         raise InputError("\n".join(problems))

@@ -103,8 +103,24 @@ from dprelease.privacy import mechanisms as mech
 from dprelease.privacy.accounting import Spend, at_most
 from dprelease.privacy.calibration import DPSGD_ACCOUNTING
 
-FILTER_ORDERS = (1.5, 1.75, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 12.0, 16.0, 20.0, 32.0, 64.0,
-                 256.0)  # fmt: skip
+FILTER_ORDERS = (
+    1.5,
+    1.75,
+    2.0,
+    2.5,
+    3.0,
+    4.0,
+    5.0,
+    6.0,
+    8.0,
+    10.0,
+    12.0,
+    16.0,
+    20.0,
+    32.0,
+    64.0,
+    256.0,
+)
 APPROX_SHARE = 0.5  # delta_A / delta: the cap's delta reserved for ApproxDP entries
 
 

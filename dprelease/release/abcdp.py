@@ -134,6 +134,10 @@ def abcdp_bundle(
 
 
 ABCDP_PIPELINE = Pipeline(
-    ABCDP, plan_abcdp_release, load_real_rows, one_step("run-abcdp", run_mechanism),
-    lambda release, result: release.plan.actual_spends(result), abcdp_bundle,
-)  # fmt: skip (kind, plan, load, run, actual spends, bundle)
+    ABCDP,
+    plan_abcdp_release,
+    load_real_rows,
+    one_step("run-abcdp", run_mechanism),
+    lambda release, result: release.plan.actual_spends(result),
+    abcdp_bundle,
+)  # kind, plan, load, run, actual spends, bundle

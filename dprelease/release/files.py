@@ -40,9 +40,19 @@ DESIGN_FILE = "design.json"
 TRAJECTORY_FIGURE = "trajectory.png"
 TRANSCRIPT_COLUMNS = ("t", "l", "r", "noise_scale", "y", "thompson_mu", "thompson_sigma")
 TRAJECTORY_COLUMNS = (
-    "t", "mu_mean", "mu_sd", "mu_q05", "mu_q50", "mu_q95", "sigma_mean", "sigma_sd",
-    "sigma_q05", "sigma_q50", "sigma_q95", "ess",
-)  # fmt: skip
+    "t",
+    "mu_mean",
+    "mu_sd",
+    "mu_q05",
+    "mu_q50",
+    "mu_q95",
+    "sigma_mean",
+    "sigma_sd",
+    "sigma_q05",
+    "sigma_q50",
+    "sigma_q95",
+    "ess",
+)
 TRUNCATION_MECHANISM = "adaptive_truncation_laplace"
 
 # ABCDP posterior samples (Park et al. 2021)

@@ -112,10 +112,15 @@ def parse_prior(text: str | None) -> dict | None:
 def plan_truncation_release(schema: Schema, config: TruncationConfig) -> TruncationReleasePlan:
     """Check the public inputs (InputError, exit 2) and compute the design and the spends."""
     privacy = plan_truncation(
-        schema, config.column, config.epsilon, delta=config.delta, n_steps=config.n_steps,
-        count_epsilon=config.count_epsilon, max_steps=config.max_steps,
+        schema,
+        config.column,
+        config.epsilon,
+        delta=config.delta,
+        n_steps=config.n_steps,
+        count_epsilon=config.count_epsilon,
+        max_steps=config.max_steps,
         min_steps=config.min_steps,
-    )  # fmt: skip
+    )
     try:
         check_engine(config.family, config.engine)
         design = design_truncation(config.family, float(config.epsilon), config.score)
@@ -165,11 +170,17 @@ def run_truncation(
     n_steps, noisy = resolve_steps(plan.privacy, len(values), noise)
     config = plan.config
     result = run_adaptive_truncation(
-        values, n_steps, design=plan.design, prior=plan.prior,
-        bounds=plan.privacy.bounds, epsilon=config.epsilon, noise=noise,
-        rng=np.random.default_rng(config.seed), engine=config.engine,
+        values,
+        n_steps,
+        design=plan.design,
+        prior=plan.prior,
+        bounds=plan.privacy.bounds,
+        epsilon=config.epsilon,
+        noise=noise,
+        rng=np.random.default_rng(config.seed),
+        engine=config.engine,
         n_particles=config.particles,
-    )  # fmt: skip
+    )
     return TruncationOutcome(result, n_steps, noisy)
 
 
@@ -181,9 +192,12 @@ def truncation_bundle(
     draws = result.posterior_draws(np.random.default_rng(plan.config.seed), POSTERIOR_DRAWS)
     design = result.design.to_dict()
     check = model_check(
-        result.transcript, draws.mu.to_numpy(), draws.sigma.to_numpy(), result.design.a,
+        result.transcript,
+        draws.mu.to_numpy(),
+        draws.sigma.to_numpy(),
+        result.design.a,
         result.design.b,
-    )  # fmt: skip
+    )
     manifest_extra = {
         "column": plan.config.column,
         "family": plan.config.family,
@@ -226,7 +240,10 @@ def truncation_bundle(
 
 
 TRUNCATION_PIPELINE = Pipeline(
-    TRUNCATION, plan_truncation_release, load_column,
+    TRUNCATION,
+    plan_truncation_release,
+    load_column,
     one_step("run-adaptive-truncation", run_truncation),
-    lambda plan, outcome: plan.actual_spends(outcome.n_steps), truncation_bundle,
-)  # fmt: skip (kind, plan, load, run, actual spends, bundle)
+    lambda plan, outcome: plan.actual_spends(outcome.n_steps),
+    truncation_bundle,
+)  # kind, plan, load, run, actual spends, bundle

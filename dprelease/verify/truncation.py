@@ -44,6 +44,8 @@ from dprelease.release.files import TRUNCATION_POSTERIOR_FILE as POSTERIOR_FILE
 from dprelease.verify.release import KIND_CHECKS, Check, read_parquet
 
 SCALE_RTOL = 1e-9
+
+
 def truncation_checks(directory: Path, manifest: dict) -> list[Check]:
     """Every check of the module docstring, in order."""
     files = (TRANSCRIPT_FILE, POSTERIOR_FILE, TRAJECTORY_FILE, DESIGN_FILE)
@@ -66,9 +68,10 @@ def truncation_checks(directory: Path, manifest: dict) -> list[Check]:
 def _ledger(directory: Path, manifest: dict, epsilon: float, n_steps: int, column: str) -> Check:
     rows = read_parquet(directory / LEDGER_FILE).to_pylist()
     mine = [
-        r for r in rows
+        r
+        for r in rows
         if r["release_id"] == manifest["release_id"] and r["mechanism"] == TRUNCATION_MECHANISM
-    ]  # fmt: skip
+    ]
     if len(mine) != 1:
         return Check("truncation-ledger", False, f"{len(mine)} {TRUNCATION_MECHANISM} entries")
     entry = mine[0]

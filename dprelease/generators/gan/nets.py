@@ -147,9 +147,7 @@ class TabularGenerator(nn.Module):
         numeric_names = [c.name for c in self.columns if not c.is_categorical]
         self.numeric_position = {name: i for i, name in enumerate(numeric_names)}
         n_logits = sum(
-            self._head(c.name).n_logits
-            if c.name in self.numeric_position
-            else c.width
+            self._head(c.name).n_logits if c.name in self.numeric_position else c.width
             for c in self.columns
             if c.name != self.condition
         )

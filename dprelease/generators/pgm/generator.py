@@ -152,8 +152,10 @@ class PrivateGraphicalModel(CountsGenerator):
         self.lattice_columns = [j for j, c in enumerate(encoder.columns) if has_lattice(c)]
         shares = SHARES if len(self.features) >= 3 else SHARES_WITHOUT_SELECTION
         if self.lattice_columns:
-            shares = shares | {"one-way": shares["one-way"] - LATTICE_SHARE,
-                               "lattice": LATTICE_SHARE}  # fmt: skip
+            shares = shares | {
+                "one-way": shares["one-way"] - LATTICE_SHARE,
+                "lattice": LATTICE_SHARE,
+            }
         self.shares = shares
         self.tables = {
             "count": 1,
@@ -198,11 +200,18 @@ class PrivateGraphicalModel(CountsGenerator):
         params: dict[str, Any] = {"tables": self.tables, "noise_std": self.noise_std}
         if self.gaussian:
             zcdp = ZCDP(self.rho)
-            return [self.spend("zcdp-gaussian-marginals", zcdp, self.spent_epsilon, self.delta,
-                               **params, rho=self.rho, conversion=CONVERSION)]  # fmt: skip
-        return [
-            self.spend("laplace-histograms", PureEpsilon(self.epsilon), self.epsilon, **params)
-        ]
+            return [
+                self.spend(
+                    "zcdp-gaussian-marginals",
+                    zcdp,
+                    self.spent_epsilon,
+                    self.delta,
+                    **params,
+                    rho=self.rho,
+                    conversion=CONVERSION,
+                )
+            ]
+        return [self.spend("laplace-histograms", PureEpsilon(self.epsilon), self.epsilon, **params)]
 
     def cell_counts(self, real: np.ndarray) -> list[np.ndarray]:
         """Exact counts over the counted (finest) cells: every column's histogram, target x
@@ -244,17 +253,22 @@ class PrivateGraphicalModel(CountsGenerator):
         noisy_count = float(self._noisy(np.array([counts[0].sum()]), "count", noise)[0])
         grid = self.grid(noisy_count)
         one_way_noisy = [
-            self._noisy(grid.coarsen(c, {0: j}), "one-way", noise)
-            for j, c in enumerate(counts[:d])
+            self._noisy(grid.coarsen(c, {0: j}), "one-way", noise) for j, c in enumerate(counts[:d])
         ]
         total = max(float(np.median([c.sum() for c in one_way_noisy])), 1.0)
         std = self.noise_std["one-way"]
         trims = [j != self.target and c.size > self.cells[j].size for j, c in enumerate(grid.cells)]
         one_way = [
-            denoised_shares(c, total, std, 0 if cells.edges is None else len(cells.edges) - 1,
-                            trim_tails=trim, drop_strays=j == self.target and cells.wide_integer)
+            denoised_shares(
+                c,
+                total,
+                std,
+                0 if cells.edges is None else len(cells.edges) - 1,
+                trim_tails=trim,
+                drop_strays=j == self.target and cells.wide_integer,
+            )
             for j, (c, cells, trim) in enumerate(zip(one_way_noisy, grid.cells, trims, strict=True))
-        ]  # fmt: skip
+        ]
         by_target = {
             j: grid.coarsen(t, {1: j})
             for j, t in zip(self.features, counts[d : d + len(self.features)], strict=True)
@@ -328,13 +342,16 @@ class PrivateGraphicalModel(CountsGenerator):
         average one-way cell holds `SIGNAL_TO_NOISE` noise SDs under the noisy count, else the
         base cells (`pgm.cells` module docstring; post-processing of the noisy count)."""
         std = self.noise_std["one-way"]
-        factor = next(
-            (f for f in FINER if noisy_count >= SIGNAL_TO_NOISE * std * self.bins * f), 1
-        )
+        factor = next((f for f in FINER if noisy_count >= SIGNAL_TO_NOISE * std * self.bins * f), 1)
         return self.counted.resolution(factor, self.target, self.target_groups)
 
     def _tree(
-        self, by_pair, by_target, one_way, noise: NoiseSource, grid: Resolution,
+        self,
+        by_pair,
+        by_target,
+        one_way,
+        noise: NoiseSource,
+        grid: Resolution,
         model_y: np.ndarray | None,
     ) -> tuple[dict[int, int | None], list[CoarseSum]]:
         """Parent of each feature and the selection tables' coarse sums (`select_tree`; each
@@ -383,8 +400,10 @@ class PrivateGraphicalModel(CountsGenerator):
         grades what the release reproduces; the selection tables only choose the tree)."""
         kind: Literal["laplace", "gaussian"] = "gaussian" if self.gaussian else "laplace"
         one_way, std = self.noise_std["one-way"], self.noise_std["model"]
-        out = [Measurement((c.column.name,), c.size, kind, one_way, total, (c.size,))
-               for c, total in zip(state.cells, state.totals, strict=True)]  # fmt: skip
+        out = [
+            Measurement((c.column.name,), c.size, kind, one_way, total, (c.size,))
+            for c, total in zip(state.cells, state.totals, strict=True)
+        ]
         name, total = [c.name for c in self.encoder.columns], float(np.median(state.totals))
         for node in state.nodes:
             members = (self.target, node.parent, node.column)
@@ -395,8 +414,9 @@ class PrivateGraphicalModel(CountsGenerator):
         return out
 
     def precision_of(self, state: TreeModel) -> dict[str, dict]:
-        return {state.cells[j].column.name: lattice.record()
-                for j, lattice in state.lattices.items()}  # fmt: skip
+        return {
+            state.cells[j].column.name: lattice.record() for j, lattice in state.lattices.items()
+        }
 
     def _sample(self, state: TreeModel, n: int, rng: np.random.Generator) -> np.ndarray:
         out = np.zeros((n, self.encoder.width))

@@ -118,10 +118,12 @@ def local_correlations(joint: np.ndarray, width: int = WINDOW) -> np.ndarray:
     """rho_c for every feature cell c of a coarse table P(target group, feature cell): the
     latent correlation of its cells c - width .. c + width (module docstring)."""
     cells = joint.shape[1]
-    return np.array([
-        latent_correlation(joint[:, max(0, c - width) : min(cells, c + width + 1)])
-        for c in range(cells)
-    ])  # fmt: skip
+    return np.array(
+        [
+            latent_correlation(joint[:, max(0, c - width) : min(cells, c + width + 1)])
+            for c in range(cells)
+        ]
+    )
 
 
 def latent_positions(

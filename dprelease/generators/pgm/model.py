@@ -30,9 +30,7 @@ from dprelease.generators.pgm.latent import coupled_scores, latent_positions, lo
 from dprelease.generators.sampling import draw_rows, stratified_choice, systematic_uniforms
 
 
-def coarsening(
-    cells: ColumnCells, groups: int, shares: np.ndarray | None = None
-) -> np.ndarray:
+def coarsening(cells: ColumnCells, groups: int, shares: np.ndarray | None = None) -> np.ndarray:
     """Coarse cell of every fine cell of a column (`consecutive_groups`; the last cell of a
     nullable column, its "missing" cell, is a group of its own)."""
     return consecutive_groups(cells.size, groups, shares, missing=cells.column.spec.nullable)
@@ -139,9 +137,12 @@ class TreeModel:
 
 
 def refine(
-    coarse: np.ndarray, groups: np.ndarray, fine_shares: np.ndarray, rng: np.random.Generator,
+    coarse: np.ndarray,
+    groups: np.ndarray,
+    fine_shares: np.ndarray,
+    rng: np.random.Generator,
     scores: np.ndarray | None = None,
-) -> np.ndarray:  # fmt: skip
+) -> np.ndarray:
     """A fine cell within each drawn coarse cell, in proportion to the one-way shares
     (stratified within each coarse cell, `systematic_uniforms`; with `scores`, the rows of a
     coarse cell get its fine cells in the order of their scores, `pgm.latent`)."""
@@ -167,8 +168,9 @@ def sample_cells(model: TreeModel, n: int, rng: np.random.Generator) -> list[np.
         y_coarse = model.target_groups[chosen[model.target]]
         if any(node.latent_correlations is not None for node in model.nodes):
             target = model.cells[model.target]
-            latent_y = latent_positions(model.one_way[model.target], chosen[model.target],
-                                        target.column.spec.nullable, rng)  # fmt: skip
+            latent_y = latent_positions(
+                model.one_way[model.target], chosen[model.target], target.column.spec.nullable, rng
+            )
     for node in model.nodes:
         if node.parent is None:
             parent_coarse = np.zeros(n, dtype=np.int64)
@@ -262,9 +264,12 @@ def axis_sums(
 
 
 def node_sums(
-    node: Node, noisy: np.ndarray, target: int | None, target_groups: np.ndarray | None,
+    node: Node,
+    noisy: np.ndarray,
+    target: int | None,
+    target_groups: np.ndarray | None,
     variance: float,
-) -> list[CoarseSum]:  # fmt: skip
+) -> list[CoarseSum]:
     """A model table's sums over its other axes: its columns' coarse totals again
     (`pooled_one_way`), each coarse cell a sum of cells of noise variance `variance`."""
     axes = [(target, target_groups), (node.parent, node.parent_groups), (node.column, node.groups)]

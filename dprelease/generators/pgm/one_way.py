@@ -123,8 +123,11 @@ def stray_runs(shares: np.ndarray, noisy: np.ndarray, std: float) -> list[tuple[
         return []
     z = NormalDist().inv_cdf(1.0 - STRAY_LEVEL / shares.size)
     body = max(runs, key=lambda run: shares[run[0] : run[1]].sum())
-    return [(start, stop) for start, stop in runs if (start, stop) != body
-            and noisy[start:stop].sum() < z * std * math.sqrt(stop - start)]  # fmt: skip
+    return [
+        (start, stop)
+        for start, stop in runs
+        if (start, stop) != body and noisy[start:stop].sum() < z * std * math.sqrt(stop - start)
+    ]
 
 
 def smoothed_counts(noisy: np.ndarray, std: float) -> np.ndarray:

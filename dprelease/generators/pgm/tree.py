@@ -63,8 +63,9 @@ def select_tree(
         pair = coarsen(coarsen(table.sum(axis=0), 0, selection[j]), 1, selection[k])
         weight[(position[j], position[k])] = mutual_information(measured((j, k), pair))
     parent = maximum_spanning_tree(len(features), weight, position[root])
-    parents = {j: (None if parent[position[j]] < 0 else features[parent[position[j]]])
-               for j in features}  # fmt: skip
+    parents = {
+        j: (None if parent[position[j]] < 0 else features[parent[position[j]]]) for j in features
+    }
     return parents, sums
 
 

@@ -242,12 +242,19 @@ def summary_figure(
         for k, q in enumerate(np.quantile(prior[:, j], QUANTILES)):
             ax.axvline(q, color="0.3", ls="--", lw=0.8, label="prior 5/50/95 %" if k == 0 else None)
         if len(accepted) >= HISTOGRAM_MIN:
-            ax.hist(accepted[:, j], bins=bins, density=True, alpha=0.6, color="C0",
-                    label="accepted draws")  # fmt: skip
+            ax.hist(
+                accepted[:, j],
+                bins=bins,
+                density=True,
+                alpha=0.6,
+                color="C0",
+                label="accepted draws",
+            )
         elif len(accepted):  # few draws: one tick each, over the lower third of the panel
             for k, value in enumerate(accepted[:, j]):
-                ax.axvline(value, ymax=0.33, color="C0", lw=1.2,
-                           label="accepted draws" if k == 0 else None)  # fmt: skip
+                ax.axvline(
+                    value, ymax=0.33, color="C0", lw=1.2, label="accepted draws" if k == 0 else None
+                )
         for k, q in enumerate(np.quantile(accepted[:, j], QUANTILES) if len(accepted) else ()):
             ax.axvline(q, color="C3", lw=1.0, label="accepted 5/50/95 %" if k == 0 else None)
         row = rows_by_name.get(name)

@@ -110,4 +110,3 @@ def lemma42_tail(a: np.ndarray, b: float) -> np.ndarray:
 def flip_probability(rho: float | np.ndarray, eps_abc: float, b: float) -> np.ndarray:
     """P[DP decision != non-private decision] = G_b(|rho - eps_abc|) (Proposition 4.2)."""
     return lemma42_tail(np.abs(np.asarray(rho, dtype=float) - eps_abc), b)
-

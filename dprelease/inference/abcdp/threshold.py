@@ -91,9 +91,10 @@ def simulated_distances(
 
     data, simulated = embeddings(n_rows), embeddings(m)
     squared = (
-        (data**2).sum(axis=1)[:, None] + (simulated**2).sum(axis=1)[None, :]
+        (data**2).sum(axis=1)[:, None]
+        + (simulated**2).sum(axis=1)[None, :]
         - 2.0 * data @ simulated.T
-    )  # fmt: skip
+    )
     matrix = np.sqrt(np.maximum(squared, 0.0))
     return np.diag(matrix).copy(), matrix
 

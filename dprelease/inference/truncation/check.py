@@ -84,9 +84,12 @@ def censored_moments(
     # E[(mu + sigma Z)^2; A < Z < B] = mu^2 inside - 2 mu sigma d_pdf + sigma^2 (inside - [z phi])
     z_pdf = np.where(np.isfinite(b), b * pdf_b, 0.0) - np.where(np.isfinite(a), a * pdf_a, 0.0)
     second = (
-        lo * lo * tail_lo + hi * hi * tail_hi
-        + mu * mu * inside - 2 * mu * sigma * d_pdf + sigma * sigma * (inside - z_pdf)
-    )  # fmt: skip
+        lo * lo * tail_lo
+        + hi * hi * tail_hi
+        + mu * mu * inside
+        - 2 * mu * sigma * d_pdf
+        + sigma * sigma * (inside - z_pdf)
+    )
     return mean, np.maximum(second - mean * mean, 0.0)
 
 
@@ -138,13 +141,15 @@ def model_check(
         cols = bins == k
         count = int(cols.sum())
         sd = float(np.sqrt(var[:, cols].sum(axis=1).mean())) / count
-        table.append({
-            "interval_centres": [float(centre[cols].min()), float(centre[cols].max())],
-            "steps": count,
-            "mean_release": float(y[cols].mean()),
-            "predicted": float(mean_hat[cols].mean()),
-            "z": float((y[cols].mean() - mean_hat[cols].mean()) / sd),
-        })  # fmt: skip
+        table.append(
+            {
+                "interval_centres": [float(centre[cols].min()), float(centre[cols].max())],
+                "steps": count,
+                "mean_release": float(y[cols].mean()),
+                "predicted": float(mean_hat[cols].mean()),
+                "z": float((y[cols].mean() - mean_hat[cols].mean()) / sd),
+            }
+        )
     fits = p_value >= ALARM
     return ModelCheck(p_value, parts, table, fits, verdict_text(p_value, fits, a, b))
 

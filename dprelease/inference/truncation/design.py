@@ -102,9 +102,7 @@ def score_value(fisher: np.ndarray, score: str) -> float:
     raise ValueError(f"unknown score {score!r}; choose one of {', '.join(SCORES)}")
 
 
-def _candidates(
-    grid: tuple[float, ...], symmetric: bool, score: str
-) -> list[tuple[float, float]]:
+def _candidates(grid: tuple[float, ...], symmetric: bool, score: str) -> list[tuple[float, float]]:
     if symmetric and score != "det":
         return [(-a, a) for a in grid]
     points = sorted({0.0, *grid, *(-a for a in grid)})

@@ -136,11 +136,18 @@ class ParticlePosterior:
             self.quantiles(q) for q in (0.05, 0.5, 0.95)
         )
         return {
-            "mu_mean": m_mu, "mu_sd": s_mu, "mu_q05": q05_mu, "mu_q50": q50_mu,
-            "mu_q95": q95_mu, "sigma_mean": m_sigma, "sigma_sd": s_sigma,
-            "sigma_q05": q05_sigma, "sigma_q50": q50_sigma, "sigma_q95": q95_sigma,
+            "mu_mean": m_mu,
+            "mu_sd": s_mu,
+            "mu_q05": q05_mu,
+            "mu_q50": q50_mu,
+            "mu_q95": q95_mu,
+            "sigma_mean": m_sigma,
+            "sigma_sd": s_sigma,
+            "sigma_q05": q05_sigma,
+            "sigma_q50": q50_sigma,
+            "sigma_q95": q95_sigma,
             "ess": self.ess,
-        }  # fmt: skip
+        }
 
     def draws(self, rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
         """n equally weighted draws (multinomial resampling of the particles)."""

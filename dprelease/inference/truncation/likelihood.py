@@ -71,9 +71,14 @@ def _log_ndtr_diff(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
 
 
 def _log_tilted_mass(
-    x1: np.ndarray, x2: np.ndarray, y: np.ndarray, b: np.ndarray, mu: np.ndarray,
-    sigma: np.ndarray, sign: float,
-) -> np.ndarray:  # fmt: skip
+    x1: np.ndarray,
+    x2: np.ndarray,
+    y: np.ndarray,
+    b: np.ndarray,
+    mu: np.ndarray,
+    sigma: np.ndarray,
+    sign: float,
+) -> np.ndarray:
     """log of the integral over x in [x1, x2] of N(x; mu, sigma^2) exp(sign (x - y) / b);
     -inf where x2 <= x1 (the spec's I1 with sign +1, I2 with sign -1, times 2b).
 

@@ -211,9 +211,18 @@ def run_adaptive_truncation(
     values = np.asarray(values, dtype=float)
     rows = select_rows(len(values), n_steps, noise, too_few_rows)
     estimator = OnlineTruncatedEstimator(
-        design, prior, bounds, epsilon, noise, engine, n_particles, rng, n_moves, ess_fraction,
+        design,
+        prior,
+        bounds,
+        epsilon,
+        noise,
+        engine,
+        n_particles,
+        rng,
+        n_moves,
+        ess_fraction,
         fixed_interval,
-    )  # fmt: skip
+    )
     for x in values[rows]:
         estimator.release(float(x))
     return AdaptiveTruncationResult(

@@ -108,8 +108,11 @@ class TruncationPlan:
         if self.nullable:
             params["missing_values"] = MISSING_VALUES
         if self.variant != "dp_count":
-            return [PlannedSpend(TRUNCATION_MECHANISM, self.epsilon, 0.0, params,
-                                 PureEpsilon(self.epsilon))]  # fmt: skip
+            return [
+                PlannedSpend(
+                    TRUNCATION_MECHANISM, self.epsilon, 0.0, params, PureEpsilon(self.epsilon)
+                )
+            ]
         params["count"] = {
             "mechanism": COUNT_MECHANISM,
             "counts": "rows with a value in the column" if self.nullable else "rows",
@@ -123,9 +126,10 @@ class TruncationPlan:
         }
         joint = self.epsilon + self.count_epsilon
         return [
-            PlannedSpend(TRUNCATION_MECHANISM, joint, self.delta, params,
-                         ApproxDP(joint, self.delta))
-        ]  # fmt: skip
+            PlannedSpend(
+                TRUNCATION_MECHANISM, joint, self.delta, params, ApproxDP(joint, self.delta)
+            )
+        ]
 
 
 def plan_truncation(
@@ -206,9 +210,17 @@ def plan_truncation(
     if not (math.isfinite(count_epsilon) and count_epsilon > 0):
         raise InputError("--count-epsilon must be a positive finite number")
     return TruncationPlan(
-        column, bounds, float(epsilon), "dp_count", None, float(delta), float(count_epsilon),
-        int(max_steps), int(min_steps), nullable,
-    )  # fmt: skip
+        column,
+        bounds,
+        float(epsilon),
+        "dp_count",
+        None,
+        float(delta),
+        float(count_epsilon),
+        int(max_steps),
+        int(min_steps),
+        nullable,
+    )
 
 
 def steps_from_count(noisy_count: float, count_epsilon: float, delta: float, max_steps: int) -> int:

@@ -62,8 +62,10 @@ def publish_artifacts(release_dir: str, ledger_url: str) -> None:
         key=f"ledger-totals-{key}",
         description=f"Privacy budget of dataset {dataset!r} after release {release_id}: the "
         f"cap is enforced by the {summary['accountant']} accountant"
-        + "".join(f"; {name} is reported only, {figure['valid_for']}"
-                  for name, figure in summary["reported"].items()),  # fmt: skip
+        + "".join(
+            f"; {name} is reported only, {figure['valid_for']}"
+            for name, figure in summary["reported"].items()
+        ),
     )
     checked = manifest.get(EXPECTATIONS_KEY) or {}
     if checked.get("checked"):

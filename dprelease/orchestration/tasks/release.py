@@ -32,15 +32,23 @@ def release(
     """Publish one release of `pipeline`'s kind; return its directory."""
     ledger = resolve_ledger_url(ledger_url)
     directory = publish_release(
-        pipeline, schema_path, config, input_path,
-        out_dir=out_dir, ledger_url=ledger, step=prefect_step,
-    )  # fmt: skip
+        pipeline,
+        schema_path,
+        config,
+        input_path,
+        out_dir=out_dir,
+        ledger_url=ledger,
+        step=prefect_step,
+    )
     publish_artifacts(str(directory), ledger)
     manifest = json.loads((Path(directory) / MANIFEST_FILE).read_text())
     get_run_logger().info(
         "published release %s of dataset %r\nrelease directory: %s\nledger: %s\n"
         "privacy statement: %s",
-        manifest["release_id"], manifest["dataset"], Path(directory).resolve(),
-        shown_url(ledger), manifest["privacy_statement"],
-    )  # fmt: skip
+        manifest["release_id"],
+        manifest["dataset"],
+        Path(directory).resolve(),
+        shown_url(ledger),
+        manifest["privacy_statement"],
+    )
     return str(directory)

@@ -81,14 +81,17 @@ def _pairs_lines(marginals: list[dict], schema: dict) -> list[str]:
         return []
     pairs = {
         tuple(sorted(pair, key=names.index))
-        for m in marginals if len(m["columns"]) > 1 for pair in combinations(m["columns"], 2)
-    }  # fmt: skip
+        for m in marginals
+        if len(m["columns"]) > 1
+        for pair in combinations(m["columns"], 2)
+    }
     if not pairs:
         return [
             "Relations between columns: none was measured, so the synthetic columns are "
             "independent of one another.",
             "",
         ]
+
     def listed(chosen: set[tuple[str, str]]) -> str:
         ordered = sorted(chosen, key=lambda pair: (names.index(pair[0]), names.index(pair[1])))
         return ", ".join(f"`{a}` × `{b}`" for a, b in ordered)
@@ -131,8 +134,11 @@ def _inside_cells_lines(relations: dict, schema: dict) -> list[str]:
     columns, target = schema["columns"], schema.get("target")
     if target is None or columns.get(target, {}).get("type") != "categorical":
         return []
-    numeric = [record for record in relations["cells_with_target"]
-               if columns.get(record["column"], {}).get("type") != "categorical"]  # fmt: skip
+    numeric = [
+        record
+        for record in relations["cells_with_target"]
+        if columns.get(record["column"], {}).get("type") != "categorical"
+    ]
     if not numeric:
         return []
     shown = ", ".join(f"`{r['column']}` in {r['cells']}" for r in numeric)
@@ -152,8 +158,11 @@ def _precision_lines(precision: dict | None, manifest: dict) -> list[str]:
     if precision is None:
         return []
     share = manifest["configuration"]["generator"].get("budget_shares", {}).get("lattice", 0)
-    continuous = [name for name, spec in manifest["schema"]["columns"].items()
-                  if spec.get("type") == "continuous" and not spec.get("values")]  # fmt: skip
+    continuous = [
+        name
+        for name, spec in manifest["schema"]["columns"].items()
+        if spec.get("type") == "continuous" and not spec.get("values")
+    ]
     if not continuous:
         return []
     found, rest = [], []
@@ -167,8 +176,7 @@ def _precision_lines(precision: dict | None, manifest: dict) -> list[str]:
         "Recorded precision: a DP count of how many of each continuous column's values are "
         f"zero or multiples of each power of ten ({share:.0%} of the generator's budget) "
         "found the zeros and steps its synthetic values are drawn on (a step's share is of "
-        "the nonzero values): "
-        + "; ".join(found) + "."
+        "the nonzero values): " + "; ".join(found) + "."
         if found
         else "Recorded precision: no continuous column's values showed zeros or a step (a "
         "power of ten they are multiples of) above the DP noise."
@@ -226,8 +234,11 @@ def _rows_lines(rows: dict, schema_columns: dict) -> list[str]:
         lines.append(f"No synthetic row has `{column}` = {shown}.")
     for column in crowded(rows):
         record, spec = rows["cell_crowding"][column], schema_columns.get(column, {})
-        count = (spec.get("type") == "integer" and spec.get("spacing") != "log"
-                 and record["lowest_cell_among_them"])  # fmt: skip
+        count = (
+            spec.get("type") == "integer"
+            and spec.get("spacing") != "log"
+            and record["lowest_cell_among_them"]
+        )
         lines.append(
             f"`{column}`: 90 % of its synthetic rows lie in {record['cells_holding_90_percent']}"
             f" of its {record['cells']} cells (up to {human(record['widest_of_them'])} wide). "
@@ -236,8 +247,12 @@ def _rows_lines(rows: dict, schema_columns: dict) -> list[str]:
             "lost, and so is the column's own shape there. Bounds in the "
             "schema closer to where the rows are (values beyond them are clipped) give finer "
             "cells there"
-            + (" (or, as its rows sit near `min`, `spacing: log`, which gives its low values "
-               "cells of their own)." if count else ".")  # fmt: skip
+            + (
+                " (or, as its rows sit near `min`, `spacing: log`, which gives its low values "
+                "cells of their own)."
+                if count
+                else "."
+            )
         )
     for column in moved_means(rows):
         record = rows["weak_cells"][column]
@@ -248,8 +263,11 @@ def _rows_lines(rows: dict, schema_columns: dict) -> list[str]:
             f"counts are within {WEAK_SDS:g} noise standard deviations of zero{APART} (cells "
             "the noise alone can fill, whether or not real rows are there); its synthetic mean "
             f"is {human(record['mean'], 4)}, "
-            + (f"and {human(kept, 4)} without them" if kept is not None else "and every cell of it "
-               "is weak, so there is no mean without them")  # fmt: skip
+            + (
+                f"and {human(kept, 4)} without them"
+                if kept is not None
+                else "and every cell of it is weak, so there is no mean without them"
+            )
             + f". Means, sums and far values of `{column}` rest on those rows. "
             + _fewer_weak_cells(record)
         )
@@ -262,11 +280,13 @@ def _tail_line(column: str, record: dict) -> str:
     beyond its strong cells on each such side, and what rests on them."""
     beyond = []  # (share of rows, where, the strong cells' edge, the percentile there)
     if record["lower_tail_on_noise"]:
-        beyond.append((record["rows_below_strong_cells"], "below", record["strong_cells_low"],
-                       "1st"))  # fmt: skip
+        beyond.append(
+            (record["rows_below_strong_cells"], "below", record["strong_cells_low"], "1st")
+        )
     if record["upper_tail_on_noise"]:
-        beyond.append((record["rows_above_strong_cells"], "above", record["strong_cells_high"],
-                       "99th"))  # fmt: skip
+        beyond.append(
+            (record["rows_above_strong_cells"], "above", record["strong_cells_high"], "99th")
+        )
     share, direction, edge, _ = beyond[0]
     percentiles = " and ".join(side[3] for side in beyond)
     return (
@@ -290,14 +310,23 @@ def _fewer_weak_cells(record: dict) -> str:
     cause."""
     low, high = record["strong_cells_low"], record["strong_cells_high"]
     if low is None or high is None:
-        return ("No cell of it stands above the noise: more rows, fewer columns or a larger "
-                "ε leave fewer such cells.")
+        return (
+            "No cell of it stands above the noise: more rows, fewer columns or a larger "
+            "ε leave fewer such cells."
+        )
     if not record["cells_beyond_strong_cells"]:
         return "More rows or a larger ε leave fewer such cells; its bounds are not the cause."
     if record["one_value_per_cell"]:
-        kept = (f"other than {human(low, 4)}" if low == high
-                else f"outside {human(low, 4)}-{human(high, 4)}")  # fmt: skip
-        return ("More rows or a larger ε leave fewer such cells; narrower bounds too, but only "
-                f"if no real row can take a value {kept}.")
-    return ("Bounds in the schema closer to where its rows are, more rows or a larger ε leave "
-            "fewer such cells.")
+        kept = (
+            f"other than {human(low, 4)}"
+            if low == high
+            else f"outside {human(low, 4)}-{human(high, 4)}"
+        )
+        return (
+            "More rows or a larger ε leave fewer such cells; narrower bounds too, but only "
+            f"if no real row can take a value {kept}."
+        )
+    return (
+        "Bounds in the schema closer to where its rows are, more rows or a larger ε leave "
+        "fewer such cells."
+    )

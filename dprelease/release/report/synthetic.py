@@ -57,7 +57,7 @@ SHARE_SHIFT = 0.05
 VERDICT_TEXT = {
     "good": (
         "good: the weights' tail is light, so weighted estimates are stable (this grades the "
-        "weights only; how faithful the rows are is the verdict of \"Is this release usable?\")"
+        'weights only; how faithful the rows are is the verdict of "Is this release usable?")'
     ),
     "ok": "ok: weighted estimates are usable, with somewhat more variance",
     "unreliable": (

@@ -59,21 +59,48 @@ def trajectory_figure(
     series = trajectory_series(trajectory, bounds)
     t, ceiling = series["t"], sigma_ceiling(bounds)
     figure, (top, bottom) = plt.subplots(2, 1, figsize=(7, 6), sharex=True)
-    top.fill_between(t, *series["mu_band"], color="tab:blue", alpha=0.25, lw=0, zorder=1,
-                     label="5-95 % posterior")  # fmt: skip
-    top.plot(transcript.t, transcript.l, color="tab:orange", lw=0.4, alpha=0.7, zorder=2,
-             label="interval [l_t, r_t]")  # fmt: skip
+    top.fill_between(
+        t,
+        *series["mu_band"],
+        color="tab:blue",
+        alpha=0.25,
+        lw=0,
+        zorder=1,
+        label="5-95 % posterior",
+    )
+    top.plot(
+        transcript.t,
+        transcript.l,
+        color="tab:orange",
+        lw=0.4,
+        alpha=0.7,
+        zorder=2,
+        label="interval [l_t, r_t]",
+    )
     top.plot(transcript.t, transcript.r, color="tab:orange", lw=0.4, alpha=0.7, zorder=2)
     top.plot(t, series["mu"], color="black", lw=1.3, zorder=3, label="posterior mean")
     centre, spread = trajectory.mu_mean.iloc[-1], max(trajectory.mu_sd.iloc[-1], 1e-12)
     top.set_ylim(centre - 40 * spread, centre + 40 * spread)
     top.set_ylabel("mu")
     top.legend(fontsize=7, loc="upper right")
-    bottom.fill_between(t, *series["sigma_band"], color="tab:blue", alpha=0.25, lw=0, zorder=1,
-                        label="5-95 % posterior")  # fmt: skip
+    bottom.fill_between(
+        t,
+        *series["sigma_band"],
+        color="tab:blue",
+        alpha=0.25,
+        lw=0,
+        zorder=1,
+        label="5-95 % posterior",
+    )
     bottom.plot(t, series["sigma"], color="black", lw=1.3, zorder=3, label="posterior median")
-    bottom.axhline(ceiling, color="0.5", ls="--", lw=0.8, zorder=2,
-                   label="(max - min)/2: values above drawn here")  # fmt: skip
+    bottom.axhline(
+        ceiling,
+        color="0.5",
+        ls="--",
+        lw=0.8,
+        zorder=2,
+        label="(max - min)/2: values above drawn here",
+    )
     bottom.set_yscale("log")
     bottom.set_ylim(top=ceiling * 1.3)
     bottom.set_ylabel("sigma")
@@ -148,8 +175,11 @@ def write_truncation_report(
     lines += [
         "",
         f"Intervals: m + [{design['a']}, {design['b']}] c"
-        + (f" at odd steps and m + [{-design['b']}, {-design['a']}] c at even steps"
-           if design.get("mirrored") else "")
+        + (
+            f" at odd steps and m + [{-design['b']}, {-design['a']}] c at even steps"
+            if design.get("mirrored")
+            else ""
+        )
         + " for (m, c) a Thompson draw from the current posterior (Fisher-information design, "
         f"score `{design['score']}`), intersected with the schema bounds.",
         "",

@@ -106,9 +106,14 @@ def estimate_weights(
     if isinstance(data, StreamedTable):
         if method in STREAMING_WEIGHTS:
             return estimate_streaming(
-                method, data.source, plan.encoder, synthetic, rows=data.scan.rows,
-                **budget, **options,
-            )  # fmt: skip
+                method,
+                data.source,
+                plan.encoder,
+                synthetic,
+                rows=data.scan.rows,
+                **budget,
+                **options,
+            )
         chunked = method in weight_methods.CHUNKED_METHODS
         real = data.source.encoded(plan.encoder) if chunked else None
     return weight_methods.estimate(method, real, synthetic, **budget, **options)

@@ -54,9 +54,16 @@ FIT_ROWS = 50_000
 # Every outcome records these keys (None where the step did not run), so the manifest's
 # structure never depends on a DP outcome.
 DETAIL_KEYS = (
-    "flat_reason", "guidance", "degrees_of_freedom", "chi2_unweighted_per_df",
-    "chi2_weighted_per_df", "lambda", "temper", "ess_fraction", "held_margin_shift",
-)  # fmt: skip
+    "flat_reason",
+    "guidance",
+    "degrees_of_freedom",
+    "chi2_unweighted_per_df",
+    "chi2_weighted_per_df",
+    "lambda",
+    "temper",
+    "ess_fraction",
+    "held_margin_shift",
+)
 
 
 def rake(table: np.ndarray, rows: np.ndarray, columns: np.ndarray) -> np.ndarray:
@@ -165,8 +172,13 @@ def calibrate(
     chi2_flat = chi_square(means, variance, synthetic_means[tilted])
     details["chi2_unweighted_per_df"] = chi2_flat / df
     if chi2_flat <= df + chi2_slack * math.sqrt(2 * df):
-        return _flat(flat, details, chi2_flat / df, held,
-                     "synthetic data matches the noisy tables within the noise")  # fmt: skip
+        return _flat(
+            flat,
+            details,
+            chi2_flat / df,
+            held,
+            "synthetic data matches the noisy tables within the noise",
+        )
     n_held, held_kept = 0, np.array([], dtype=np.int64)
     if held_tilt is not None:
         held_phi = held_tilt.matrix(fit_rows)
@@ -183,22 +195,35 @@ def calibrate(
         log_weights = (phi @ b)[row_of]
     else:
         lam, b, log_weights = _subsample_tilt(
-            phi, phi_all, means, variance, fit_means - synthetic_means, tilted, df,
-            held_tilt, held_kept,
-        )  # fmt: skip
+            phi,
+            phi_all,
+            means,
+            variance,
+            fit_means - synthetic_means,
+            tilted,
+            df,
+            held_tilt,
+            held_kept,
+        )
     bound = _log_bound(b, tilted, held_kept, shapes, n_pair, moments, held_tilt)
     rake = None if held is None else held.rake
     temper = temper_weights(log_weights, ess_floor, bound, rake)
     details["lambda"] = lam
     if temper == 0.0:
-        return _flat(flat, details, chi2_flat / df, held,
-                     "no tempering gave weights PSIS calls reliable")  # fmt: skip
+        return _flat(
+            flat, details, chi2_flat / df, held, "no tempering gave weights PSIS calls reliable"
+        )
     log_weights, growth = tempered(log_weights, temper, rake)
     weighted = (softmax(log_weights) @ phi_all)[1 + tilted]
     chi2_weighted = chi_square(means[: tilted.size], variance[: tilted.size], weighted)
     if chi2_weighted >= chi2_flat:  # weights that move the rows away from the tables: none
-        return _flat(flat, details, chi2_flat / df, held,
-                     "the weights moved the synthetic rows away from the noisy tables")  # fmt: skip
+        return _flat(
+            flat,
+            details,
+            chi2_flat / df,
+            held,
+            "the weights moved the synthetic rows away from the noisy tables",
+        )
     details |= {
         "temper": temper,
         "chi2_weighted_per_df": chi2_weighted / df,
@@ -209,9 +234,12 @@ def calibrate(
 
 
 def _flat(
-    flat: np.ndarray, details: dict[str, Any], chi2_per_df: float, held: HeldMargins | None,
+    flat: np.ndarray,
+    details: dict[str, Any],
+    chi2_per_df: float,
+    held: HeldMargins | None,
     reason: str,
-) -> Calibration:  # fmt: skip
+) -> Calibration:
     """Flat weights after the chi-square was computed: the reason, the unweighted chi-square
     as the weighted one, and no shift of the held margins."""
     return Calibration(

@@ -126,9 +126,18 @@ from dprelease.weights.calibration.held_margins import HeldMargins
 from dprelease.weights.calibration.target_moments import CHUNK_ROWS, TargetMoments
 
 __all__ = [
-    "CALIBRATION", "DEFAULT_ESS_FLOOR", "DETAIL_KEYS", "Calibration", "CalibrationSettings",
-    "FeatureMap", "active_features", "calibrate", "rake", "raked_targets", "release_sums",
-]  # fmt: skip
+    "CALIBRATION",
+    "DEFAULT_ESS_FLOOR",
+    "DETAIL_KEYS",
+    "Calibration",
+    "CalibrationSettings",
+    "FeatureMap",
+    "active_features",
+    "calibrate",
+    "rake",
+    "raked_targets",
+    "release_sums",
+]
 
 DEFAULT_BINS = 2
 DEFAULT_MARGIN_BINS = 32  # the marginals generator's default bins (the release passes its own)

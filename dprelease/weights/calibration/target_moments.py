@@ -79,8 +79,10 @@ class TargetMoments:
         """t(x) for every row (rows x size), level-major: [y_1 z, y_2 z, ...]; built
         `CHUNK_ROWS` rows at a time (the dense products of 400,000 rows of a 105-level
         column would take 420 MB at once; docs/decisions/0030-scale-and-latency.md)."""
-        chunks = [self._chunk(x[start : start + CHUNK_ROWS])
-                  for start in range(0, max(len(x), 1), CHUNK_ROWS)]  # fmt: skip
+        chunks = [
+            self._chunk(x[start : start + CHUNK_ROWS])
+            for start in range(0, max(len(x), 1), CHUNK_ROWS)
+        ]
         if len(chunks) == 1:
             return chunks[0]
         return sparse.vstack(chunks, format="csr")

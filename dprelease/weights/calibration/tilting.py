@@ -160,10 +160,12 @@ class LaggedHessian:
         with threadpool_limits(limits=1, user_api="blas"):  # see `_factor_and_solve`
             if self.factor is not None:
                 step, info = cg(
-                    self._hessian_operator(p, mu, ridge), -gradient,
+                    self._hessian_operator(p, mu, ridge),
+                    -gradient,
                     rtol=min(CG_FORCING[0], CG_FORCING[1] * math.sqrt(np.linalg.norm(gradient))),
-                    maxiter=CG_STEPS, M=self._preconditioner(self.factor),
-                )  # fmt: skip
+                    maxiter=CG_STEPS,
+                    M=self._preconditioner(self.factor),
+                )
                 if info == 0:
                     return step
             hessian = (self.phi.T @ self.phi.multiply(p[:, None])).toarray() - np.outer(mu, mu)

@@ -296,9 +296,14 @@ def _fit_coefficient_noise(real, synthetic, plan: Plan, noise: NoiseSource):
     cal = r.calibration
     assert cal is not None  # a private method's plan is calibrated
     return gated_log_weights(
-        beta_hat, augment(synthetic), cal.mechanism, cal.scale, noise, debias=r.debias,
+        beta_hat,
+        augment(synthetic),
+        cal.mechanism,
+        cal.scale,
+        noise,
+        debias=r.debias,
         gate=r.gate,
-    )  # fmt: skip
+    )
 
 
 def _fit_weight_noise(real, synthetic, plan: Plan, noise: NoiseSource):

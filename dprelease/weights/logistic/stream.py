@@ -163,9 +163,14 @@ def estimate_streaming(
         raise ValueError(f"{method!r} has no streaming fit; use weights.estimate")
     n_synthetic, n_features = synthetic.shape
     record = plan_weights(
-        method, epsilon, delta, n_features, n_synthetic, **options,
+        method,
+        epsilon,
+        delta,
+        n_features,
+        n_synthetic,
+        **options,
         **({"synthetic": synthetic} if method == "weight_noised" else {}),
-    )  # fmt: skip
+    )
     beta_hat = fit_coefficients_streaming(
         lambda: source.encoded(encoder),
         synthetic,
@@ -177,9 +182,14 @@ def estimate_streaming(
     x_syn = augment(synthetic)
     if record["noise_on"] == "coefficients":
         log_weights, extra = gated_log_weights(
-            beta_hat, x_syn, record["mechanism"], record["noise_scale"], noise,
-            debias=record["debiased"], gate=record["noise_gate_enabled"],
-        )  # fmt: skip
+            beta_hat,
+            x_syn,
+            record["mechanism"],
+            record["noise_scale"],
+            noise,
+            debias=record["debiased"],
+            gate=record["noise_gate_enabled"],
+        )
     else:
         log_weights, extra = (
             perturb_log_weights(
@@ -187,7 +197,5 @@ def estimate_streaming(
             ),
             {},
         )
-    details = {
-        **record, **extra, "noise_source": noise.kind, "real_rows": "streamed in chunks"
-    }  # fmt: skip
+    details = {**record, **extra, "noise_source": noise.kind, "real_rows": "streamed in chunks"}
     return WeightEstimate(log_weights, record["epsilon_spent"], record["delta_spent"], details)
