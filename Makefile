@@ -44,9 +44,10 @@ evaluate: $(STAMP)
 		--generators $(EVAL_GENERATORS) --epsilons 1,6 --seeds 10 --out evaluations
 
 # Two pytest processes (pytest-xdist), one per core here: 6:01 -> 3:40 on this 2-core machine.
-# Each process starts its own temporary Prefect server for the tests that need one.
+# The tests that need Prefect share one real server for the session (tests/prefect_server.py).
 test: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -n 2 --durations=10
 

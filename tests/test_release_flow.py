@@ -1,4 +1,4 @@
-"""End to end through Prefect (one temporary server for the pytest session) and the CLI."""
+"""End to end through Prefect (the pytest session's server) and the CLI."""
 
 from __future__ import annotations
 
