@@ -11,8 +11,8 @@ while reading the table (an unknown category), which runs the flow and so starts
 The full release runs `--repeats` times against a local server this script starts (its own
 PREFECT_HOME and port; the target is at most 5 s), then once without one (Prefect's temporary
 server) unless `--no-temporary-server`. Prints the median wall time of each case over its
-runs, with its exit code; every release is expected to exit 0, or 5 when its verdict is "not usable" (the bundled
-table at epsilon 0.1 is).
+runs, with its exit code; every release is expected to exit 0, or 5 when its verdict is
+"not usable" (the bundled table at epsilon 0.1 is).
 """
 
 from __future__ import annotations
