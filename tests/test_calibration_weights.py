@@ -156,7 +156,44 @@ def test_discrepancy_rule_stops_at_the_noise_level():
     )
 
 
-def test_discrepancy_rule_does_not_stall_where_the_targets_are_out_of_reach():
+FlightsCase = tuple[sparse.csr_array, np.ndarray, np.ndarray, int]
+
+
+@pytest.fixture(scope="module")
+def flights_case() -> FlightsCase:
+    case = np.load(Path(__file__).parent / "data" / "flights_tilt_held.npz")
+    phi = sparse.csr_array((case["data"], case["indices"], case["indptr"]), shape=case["shape"])
+    return phi, case["means"], case["variance"], int(case["held"])
+
+
+def _counted_discrepancy_search(
+    flights_case: FlightsCase, monkeypatch: pytest.MonkeyPatch
+) -> tuple[float, np.ndarray, int]:
+    """`discrepancy_lambda` on the flights case: its lambda, tilt and the Hessians formed."""
+    phi, means, variance, held = flights_case
+    formed: list[int] = []
+    factor_and_solve = tilting.LaggedHessian._factor_and_solve
+
+    def counted(self, hessian: np.ndarray, rhs: np.ndarray) -> np.ndarray:  # noqa: ANN001
+        formed.append(1)
+        return factor_and_solve(self, hessian, rhs)
+
+    monkeypatch.setattr(tilting.LaggedHessian, "_factor_and_solve", counted)
+    target = float(means.size - held)
+    lam, b = discrepancy_lambda(phi, means, variance, target=target, held=held)
+    return lam, b, len(formed)
+
+
+@pytest.fixture(scope="module")
+def flights_search(flights_case: FlightsCase) -> tuple[float, np.ndarray, int]:
+    """The search with `LaggedHessian`'s CG steps (one fit, asserted on by two tests)."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        return _counted_discrepancy_search(flights_case, monkeypatch)
+
+
+def test_discrepancy_rule_does_not_stall_where_the_targets_are_out_of_reach(
+    flights_case: FlightsCase, flights_search: tuple[float, np.ndarray, int]
+):
     """A weights fit of NYC flights (300 of its 50,000 fit rows, the features that vary
     there: 254 pair and moment coordinates with their noisy targets, 107 held margin cells),
     with targets no tilt reaches. Solving the lowest lambda first, from 0, Newton stalls there
@@ -164,11 +201,9 @@ def test_discrepancy_rule_does_not_stall_where_the_targets_are_out_of_reach():
     warm-started from the stalled one fits 200 times worse than no tilt at all
     (docs/decisions/0019-tilt-solver.md). The continuation from the flat end returns a tilt
     that fits better than flat weights and is the optimum at its lambda (gradient zero)."""
-    case = np.load(Path(__file__).parent / "data" / "flights_tilt_held.npz")
-    phi = sparse.csr_array((case["data"], case["indices"], case["indptr"]), shape=case["shape"])
-    means, variance, held = case["means"], case["variance"], int(case["held"])
+    phi, means, variance, held = flights_case
     free = slice(0, means.size - held)
-    lam, b = discrepancy_lambda(phi, means, variance, target=float(free.stop), held=held)
+    lam, b, _ = flights_search
 
     def chi2(coefficients: np.ndarray) -> float:
         return chi_square(means[free], variance[free], tilted_means(phi, coefficients)[free])
@@ -179,32 +214,17 @@ def test_discrepancy_rule_does_not_stall_where_the_targets_are_out_of_reach():
 
 
 def test_newton_steps_by_preconditioned_cg_reach_the_same_tilt_with_fewer_hessians(
+    flights_case: FlightsCase,
+    flights_search: tuple[float, np.ndarray, int],
     monkeypatch: pytest.MonkeyPatch,
 ):
     """The discrepancy search on the NYC flights fit (above) with every Newton step solved
     directly (the Hessian formed each time) and with `LaggedHessian`'s CG: the same lambda
     and tilt, from a fraction of the Hessians."""
-    case = np.load(Path(__file__).parent / "data" / "flights_tilt_held.npz")
-    phi = sparse.csr_array((case["data"], case["indices"], case["indptr"]), shape=case["shape"])
-    means, variance, held = case["means"], case["variance"], int(case["held"])
-    formed: list[int] = []
-    factor_and_solve = tilting.LaggedHessian._factor_and_solve
-
-    def counted(self, hessian: np.ndarray, rhs: np.ndarray) -> np.ndarray:  # noqa: ANN001
-        formed.append(1)
-        return factor_and_solve(self, hessian, rhs)
-
-    monkeypatch.setattr(tilting.LaggedHessian, "_factor_and_solve", counted)
-
-    def search() -> tuple[float, np.ndarray, int]:
-        formed.clear()
-        target = float(means.size - held)
-        lam, b = discrepancy_lambda(phi, means, variance, target=target, held=held)
-        return lam, b, len(formed)
-
-    lam, b, with_cg = search()
+    phi = flights_case[0]
+    lam, b, with_cg = flights_search
     monkeypatch.setattr(tilting, "cg", lambda *args, **kwargs: (None, 1))  # CG never converges
-    lam_direct, b_direct, direct = search()
+    lam_direct, b_direct, direct = _counted_discrepancy_search(flights_case, monkeypatch)
     assert lam == pytest.approx(lam_direct, rel=1e-9)
     np.testing.assert_allclose(phi @ b, phi @ b_direct, atol=1e-6)
     assert with_cg * 4 <= direct

@@ -1,6 +1,7 @@
 """Dask: counts reduced over partitions, the evaluation grid and a multi-dataset release on a
-`distributed.LocalCluster` (2 worker processes, one per module) give the same public outputs
-as one machine / the thread runner, apart from DP noise (which is never seeded)."""
+`distributed.LocalCluster` give the same public outputs as one machine / the thread runner,
+apart from DP noise (which is never seeded). The cluster (one per module) has one worker
+process: every task's inputs and results still cross a process boundary."""
 
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ def cluster():
     with (
         dask.config.set(NO_SPILL),
         LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+            n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None
         ) as local,
     ):
         with Client(local) as client:  # the workers run without spilling to disk
@@ -174,7 +175,7 @@ def test_multi_dataset_release_on_dask_matches_threads(prefect_server, cluster, 
                 "input_path": str(table),
                 "schema_path": str(path),
                 "config": {
-                    "epsilon": 1.0, "n_synthetic": 400, "seed": 3,
+                    "epsilon": 1.0, "generator": "marginals", "n_synthetic": 400, "seed": 3,
                     "allow_unreliable_weights": True,
                 },
             }
