@@ -116,7 +116,13 @@ def test_evaluation_grid_on_dask_matches_threads(prefect_server, cluster, tmp_pa
     from dprelease.cli.app import app
     from dprelease.orchestration.flows.evaluate import run_evaluation
 
-    common = {"weights": ["beta_debiased"], "epsilons": [2.0], "seeds": 1, "n_synthetic": 1000}
+    common = {
+        "generators": ["marginals"],
+        "weights": ["beta_debiased"],
+        "epsilons": [2.0],
+        "seeds": 1,
+        "n_synthetic": 1000,
+    }
     threads = run_evaluation(
         input_path=str(ROOT / "data" / "breast_cancer.csv"),
         schema_path=str(ROOT / "data" / "breast_cancer.yaml"),
@@ -127,7 +133,8 @@ def test_evaluation_grid_on_dask_matches_threads(prefect_server, cluster, tmp_pa
     result = CliRunner().invoke(
         app,
         ["evaluate", str(ROOT / "data" / "breast_cancer.csv"), "--schema",
-         str(ROOT / "data" / "breast_cancer.yaml"), "--weights", "beta_debiased",
+         str(ROOT / "data" / "breast_cancer.yaml"), "--generators", "marginals",
+         "--weights", "beta_debiased",
          "--epsilons", "2", "--seeds", "1", "--n-synthetic", "1000",
          "--out", str(tmp_path / "dask"),
          "--dask", cluster.scheduler_address],
