@@ -89,6 +89,16 @@ def test_a_started_server_outlives_the_command_and_keeps_writing_its_log(files, 
     assert recorded(files) == (None, False) and not status(files)[0]
 
 
+def test_the_ui_is_told_the_api_of_the_port_it_was_started_on(files, port, monkeypatch):
+    """Prefect's UI calls the API at PREFECT_UI_API_URL, which defaults to the profile's
+    PREFECT_API_URL or port 4200, whatever port the server listens on."""
+    monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:4200/api")
+    monkeypatch.delenv("PREFECT_UI_API_URL", raising=False)
+    shows_env = "import os; print('UI=' + os.environ['PREFECT_UI_API_URL'], flush=True)\n"
+    start(files, port=port, command=[sys.executable, "-c", shows_env + STAND_IN, str(port)])
+    assert f"UI=http://127.0.0.1:{port}/api" in files.log_file.read_text()
+
+
 def test_a_running_server_is_reported_not_started_twice(files, port):
     url, first = start(files, port=port, command=_stand_in(port), timeout=30)
     assert url == f"http://127.0.0.1:{port}/api" and "answers at" in first

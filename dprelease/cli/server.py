@@ -174,6 +174,9 @@ def start(
     files.home.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
     env.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    # The UI asks its server for the API's address: Prefect derives it from the active
+    # profile's PREFECT_API_URL (or port 4200), not from `--port`; name this server's.
+    env.setdefault("PREFECT_UI_API_URL", api_url(host, port))
     with files.log_file.open("ab") as log:
         process = subprocess.Popen(
             command,
