@@ -100,12 +100,12 @@ def test_the_suite_states_every_rule_of_the_public_schema():
     assert rules["expect_table_columns_to_match_set", None]["column_set"] == columns
     assert rules["expect_table_columns_to_match_ordered_list", None]["column_list"] == columns
     assert rules["expect_column_values_to_be_between", "x"] == {
-        "column": "x", "min_value": 0.0, "max_value": 1.0
-    }  # fmt: skip
+        "column": "x",
+        "min_value": 0.0,
+        "max_value": 1.0,
+    }
     assert rules["expect_column_values_to_be_between", "k"]["max_value"] == 3
-    assert rules["expect_column_values_to_be_in_type_list", "k"]["type_list"] == list(
-        INTEGER_TYPES
-    )
+    assert rules["expect_column_values_to_be_in_type_list", "k"]["type_list"] == list(INTEGER_TYPES)
     assert rules["expect_column_values_to_be_in_set", "age"]["value_set"] == [17.5, 22, 27, 57]
     assert rules["expect_column_values_to_be_in_set", "y"]["value_set"] == ["a", "b"]
     assert rules["expect_column_values_to_be_in_set", "note"]["value_set"] == ["p", "q"]
@@ -140,9 +140,9 @@ def test_a_release_stores_gxs_result_and_the_report_shows_it(release):
     assert record["result"]["success"] and record["suite"]["name"] == "dprelease.gx-test"
     # GX's result without the clock reading of its batch (taken after the real data was read)
     assert "ge_load_time" not in json.dumps(record)
-    assert manifest["package_versions"]["great_expectations"] == record[
-        "great_expectations_version"
-    ]
+    assert (
+        manifest["package_versions"]["great_expectations"] == record["great_expectations_version"]
+    )
     report = (release / "report.md").read_text()
     assert "## Great Expectations" in report and "**every expectation holds**" in report
     assert "may be published" in report
@@ -154,9 +154,9 @@ def test_the_exported_suite_passes_on_a_release(release):
     gx_checks = [check.name for check in result.checks if check.name.startswith("gx:")]
     assert "gx:expect_column_values_to_be_between(x)" in gx_checks
     assert "gx:expect_column_values_to_be_in_set(age)" in gx_checks
-    assert len(gx_checks) == len(json.loads((release / "expectations.json").read_text())[
-        "outcomes"
-    ])
+    assert len(gx_checks) == len(
+        json.loads((release / "expectations.json").read_text())["outcomes"]
+    )
 
 
 @pytest.mark.parametrize(
@@ -273,9 +273,37 @@ def test_a_failing_gx_leaves_the_release_written_and_says_why(tmp_path, monkeypa
 def test_without_the_extra_the_cli_names_it_in_one_line(args):
     result = subprocess.run(
         [sys.executable, "-c", WITHOUT_GX, *args],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 2, result.stderr
     assert result.stderr.strip().splitlines() == [
         f"error: Great Expectations is not installed: {GX_EXTRA}"
+    ]
+
+
+def test_the_artifact_lists_failed_expectations_first():
+    """The Prefect UI may show one page of rows at a time: a failure must not hide on the
+    second."""
+    from dprelease.orchestration.tasks.artifacts import expectation_rows
+
+    def outcome(column: str, success: bool) -> dict:
+        rule = "between 0 and 1"
+        expectation = "expect_column_values_to_be_between"
+        return {
+            "success": success,
+            "column": column,
+            "rule": rule,
+            "observed": "",
+            "expectation": expectation,
+        }
+
+    record = {"outcomes": [outcome("a", True), outcome("b", True), outcome("c", False)]}
+    rows = expectation_rows(record)
+    assert [(row["column"], row["result"]) for row in rows] == [
+        ("c", "FAILED"),
+        ("a", "ok"),
+        ("b", "ok"),
     ]

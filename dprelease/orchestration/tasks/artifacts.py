@@ -15,7 +15,8 @@ section 8). Each artifact has a description (the Prefect UI lists artifacts by i
   (`ledger_totals`);
 - `expectations-<dataset>` (a synthetic release checked by Great Expectations,
   `release.synthetic.expectations`): one row per expectation of the public schema's suite,
-  with its result on the synthetic table, the rule and what GX observed
+  the failed ones first (the description names them too), with its result on the synthetic
+  table, the rule and what GX observed
   (`expectation_rows`, from `expectations.json`). It is a DP output checked against public
   rules, so it may be published; the description says so.
 """
@@ -70,10 +71,14 @@ def publish_artifacts(release_dir: str, ledger_url: str) -> None:
     checked = manifest.get(EXPECTATIONS_KEY) or {}
     if checked.get("checked"):
         record = json.loads((directory / EXPECTATIONS_FILE).read_text())
+        failed = "; ".join(
+            f"{outcome['column'] or '(table)'}: {outcome['rule']}" for outcome in checked["failed"]
+        )
         verdict = (
             "every expectation holds"
             if checked["success"]
-            else f"{checked['held']} of {checked['expectations']} expectations hold"
+            else f"{checked['held']} of {checked['expectations']} expectations hold; "
+            f"failed (listed first below): {failed}"
         )
         create_table_artifact(
             table=expectation_rows(record),
@@ -88,7 +93,9 @@ def publish_artifacts(release_dir: str, ledger_url: str) -> None:
 def expectation_rows(record: dict) -> list[dict[str, str]]:
     """One row per expectation of `expectations.json`, in the suite's order: its result (ok
     or FAILED), the column, the rule, what GX observed and GX's name of the expectation (last:
-    the UI cuts a wide table on the right)."""
+    the UI cuts a wide table on the right), the failed ones first (the UI may show a page
+    of rows at a time)."""
+    outcomes = sorted(record["outcomes"], key=lambda outcome: outcome["success"])
     return [
         {
             "result": "ok" if outcome["success"] else "FAILED",
@@ -97,7 +104,7 @@ def expectation_rows(record: dict) -> list[dict[str, str]]:
             "observed": outcome["observed"],
             "expectation": outcome["expectation"],
         }
-        for outcome in record["outcomes"]
+        for outcome in outcomes
     ]
 
 
