@@ -5,10 +5,10 @@ ledger does not depend on --out, and invalid rows can be dropped."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pandas as pd
@@ -123,6 +123,31 @@ def test_help_lists_choices_defaults_ledger_variable_and_exit_codes():
         assert needle in text, needle
 
 
+# Runs the `dprelease` command line (`python -m dprelease.cli`, as runpy runs it) once per
+# argument list in this fresh interpreter, each with its own stdout and stderr, and prints their
+# exit codes and output, and whether Prefect was imported by then, as JSON. An exception the
+# command line lets through prints its traceback, as the interpreter would (exit 1).
+ONE_PROCESS_PER_CASE = """
+import contextlib, io, json, runpy, sys, traceback
+results = []
+for argv in json.loads(sys.argv[1]):
+    sys.argv = ["dprelease", *argv]
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            runpy.run_module("dprelease.cli", run_name="__main__", alter_sys=True)
+            code = 0
+        except SystemExit as exit:
+            code = exit.code if isinstance(exit.code, int) else 1
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+    results.append({"code": code, "stdout": out.getvalue(), "stderr": err.getvalue(),
+                    "prefect": sorted(m for m in sys.modules if m.split(".")[0] == "prefect")})
+print(json.dumps(results))
+"""
+
+
 def test_errors_that_need_no_data_are_one_line_before_prefect(table, tmp_path):
     schema = write_schema(tmp_path)
     latin1 = tmp_path / "latin1.csv"
@@ -131,9 +156,6 @@ def test_errors_that_need_no_data_are_one_line_before_prefect(table, tmp_path):
     pd.read_csv(table).assign(ssn="x").to_csv(extra, index=False)
     broken_schema = tmp_path / "broken.yaml"
     broken_schema.write_text("dataset: x\nbudget: {epsilon: -1, delta: 0}\ncolumns: {}\n")
-    # No Prefect server is reachable at this address: a run that tried to start a flow
-    # would fail with another message (and a traceback).
-    env = {"PREFECT_API_URL": "http://127.0.0.1:9/api"}
     release = ("release", "--epsilon", "1")
     cases = [
         ((*release, tmp_path / "missing.csv", "--schema", schema), 2, "input file not found"),
@@ -143,16 +165,31 @@ def test_errors_that_need_no_data_are_one_line_before_prefect(table, tmp_path):
         ((*release, table, "--schema", schema, "--generator", "nope"), 2, "unknown generator"),
         ((*release, table, "--schema", schema, "--weights", "logreg"), 2,
          "not differentially private"),
+        (("release", table, "--schema", schema, "--epsilon", "5"), 3,
+         "refusing before reading the data"),
+        (("evaluate", table, "--schema", schema, "--epsilons", "1,5"), 2,
+         "--epsilons 5 exceeds the dataset's cap"),
     ]  # fmt: skip
-    # Refused before the ledger is opened, so independent: two processes at a time.
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        results = list(pool.map(lambda case: run_cli(*case[0], env=env), cases))
-    for (_, code, message), result in zip(cases, results, strict=True):
-        one_clean_error(result, code, message)
-    result = run_cli("release", table, "--schema", schema, "--epsilon", "5", env=env)
-    one_clean_error(result, 3, "refusing before reading the data")
-    result = run_cli("evaluate", table, "--schema", schema, "--epsilons", "1,5", env=env)
-    one_clean_error(result, 2, "--epsilons 5 exceeds the dataset's cap")
+    # No Prefect server is reachable at this address: a run that tried to start a flow
+    # would fail with another message.
+    argvs = json.dumps([[str(arg) for arg in argv] for argv, _, _ in cases])
+    process = subprocess.run(
+        [sys.executable, "-c", ONE_PROCESS_PER_CASE, argvs],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PREFECT_API_URL": "http://127.0.0.1:9/api"},
+        timeout=300,
+    )
+    assert process.returncode == 0 and not process.stderr, process.stderr
+    results = json.loads(process.stdout)
+    for (argv, code, message), result in zip(cases, results, strict=True):
+        one_clean_error(
+            subprocess.CompletedProcess(argv, result["code"], result["stdout"], result["stderr"]),
+            code,
+            message,
+        )
+        assert not result["stdout"], result["stdout"]
+        assert not result["prefect"], (argv, result["prefect"])
 
 
 # --- CLI through Prefect ------------------------------------------------------------------
@@ -187,7 +224,8 @@ def test_only_epsilon_publishes_with_the_documented_default_delta(
         again = CliRunner().invoke(
             app,
             ["release", str(table), "--schema", str(schema), "--epsilon", "1",
-             "--out", str(tmp_path / "other-out"), "--allow-unreliable-weights"],
+             "--out", str(tmp_path / "other-out"), "--n-synthetic", "1000",
+             "--allow-unreliable-weights"],
         )
     finally:
         os.chdir(ROOT)
@@ -201,7 +239,7 @@ def test_pure_epsilon_cap_publishes_with_only_epsilon(prefect_server, table, tmp
     schema = write_schema(tmp_path, cap_delta=0.0)
     result = CliRunner().invoke(
         app, ["release", str(table), "--schema", str(schema), "--epsilon", "1",
-              "--out", str(tmp_path / "releases")],
+              "--out", str(tmp_path / "releases"), "--n-synthetic", "1000"],
     )
     assert result.exit_code == 0, result.output
     manifest = json.loads((Path(result.stdout.strip()) / "manifest.json").read_text())
@@ -237,7 +275,7 @@ def test_on_invalid_rows_drop_publishes_and_says_so(prefect_server, table, tmp_p
             app,
             ["release", str(path), "--schema", str(schema), "--epsilon", "1",
              "--out", str(tmp_path / "releases"), "--on-invalid-rows", "drop",
-             "--allow-unreliable-weights"],
+             "--n-synthetic", "1000", "--allow-unreliable-weights"],
         )
         assert result.exit_code == code, result.output
         manifest = json.loads((Path(result.stdout.strip()) / "manifest.json").read_text())
@@ -249,14 +287,29 @@ def test_on_invalid_rows_drop_publishes_and_says_so(prefect_server, table, tmp_p
 
 def test_opacus_import_cannot_route_prefect_logs_to_the_terminal():
     """Opacus calls logging.basicConfig on import; the CLI claims the root logger first, so no
-    stderr handler appears and Prefect's console handler stays the only one."""
-    code = (
-        "import logging; from dprelease.cli.support import claim_root_logger; "
-        "claim_root_logger(); import opacus.utils.module_utils; "
-        "print([type(h).__name__ for h in logging.getLogger().handlers])"
-    )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert result.stdout.strip() == "['NullHandler']", result.stdout + result.stderr
+    stderr handler appears and Prefect's console handler stays the only one. Opacus' module
+    is executed again (`importlib.reload`) on a root logger without handlers, as in a fresh
+    CLI process: without the claim it installs a stderr handler, after it nothing."""
+    import importlib
+
+    import opacus.utils.module_utils
+
+    from dprelease.cli.support import claim_root_logger
+
+    root = logging.getLogger()
+    saved = root.handlers[:]
+    try:
+        root.handlers.clear()
+        importlib.reload(opacus.utils.module_utils)
+        unclaimed = [type(handler).__name__ for handler in root.handlers]
+        root.handlers.clear()
+        claim_root_logger()
+        importlib.reload(opacus.utils.module_utils)
+        claimed = [type(handler).__name__ for handler in root.handlers]
+    finally:
+        root.handlers[:] = saved
+    assert unclaimed == ["StreamHandler"]
+    assert claimed == ["NullHandler"]
 
 
 def test_a_delta_above_the_caps_is_refused_and_a_large_cap_delta_warned(table, tmp_path, capsys):

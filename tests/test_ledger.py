@@ -8,6 +8,7 @@ import os
 import uuid
 
 import pytest
+from ledger_race import CAP, reserve_in_process, spend
 from sqlalchemy import update
 
 from dprelease.errors import BudgetExceededError, InputError
@@ -41,13 +42,6 @@ def ledger_url(request, tmp_path) -> str:
 @pytest.fixture
 def dataset() -> str:
     return f"test-{uuid.uuid4().hex[:12]}"
-
-
-CAP = Spend(3.0, 1e-5)
-
-
-def spend(epsilon: float, delta: float = 0.0, mechanism: str = "laplace") -> PlannedSpend:
-    return PlannedSpend(mechanism, epsilon, delta, {"laplace_scale": 2.0})
 
 
 def test_reserve_commit_and_totals(ledger_url, dataset):
@@ -170,27 +164,23 @@ def test_resolve_ledger_url(monkeypatch, tmp_path):
     assert resolve_ledger_url("postgresql://h/db") == "postgresql://h/db"
 
 
-def _reserve_in_process(url: str, dataset: str, name: str, barrier, results) -> None:  # noqa: ANN001
-    ledger = Ledger(url)
-    barrier.wait()
-    try:
-        ledger.reserve(dataset, CAP, name, [spend(0.5), spend(0.25, 1e-6)])
-        results.put((name, "reserved"))
-    except BudgetExceededError:
-        results.put((name, "refused"))
-    finally:
-        ledger.close()
-
-
 def test_concurrent_processes_never_overspend(ledger_url, dataset):
-    """8 processes each want 0.75 of a cap of 3.0 at the same instant: exactly 4 get it."""
+    """8 processes each want 0.75 of a cap of 3.0 at the same instant: exactly 4 get it.
+    They are forked from a forkserver (a fresh single-threaded process, unlike this one) that
+    imported the ledger's modules once; each opens its own connection."""
     Ledger(ledger_url).close()  # tables exist before the race starts
-    context = multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    # Heeded when the forkserver starts (its first process). It does not see tests/ (not on
+    # its sys.path), so it preloads what `ledger_race` imports.
+    context.set_forkserver_preload(
+        ["dprelease.errors", "dprelease.privacy.accounting", "dprelease.privacy.ledger.ledger",
+         "sqlite3", "psycopg"]
+    )  # fmt: skip
     barrier = context.Barrier(8)
     results = context.Queue()
     processes = [
         context.Process(
-            target=_reserve_in_process, args=(ledger_url, dataset, f"run-{i}", barrier, results)
+            target=reserve_in_process, args=(ledger_url, dataset, f"run-{i}", barrier, results)
         )
         for i in range(8)
     ]

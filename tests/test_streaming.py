@@ -172,16 +172,27 @@ def write_lines(frame: pd.DataFrame, broken: dict[int, str], path: Path, newline
     return path
 
 
-@pytest.mark.parametrize("block_bytes", [None, 97], ids=["one-block", "small-blocks"])
+def block_cuts(data: bytes, block_bytes: int) -> tuple[bool, bool]:
+    """Whether reading `data` in blocks of `block_bytes` ends a block inside a line, and one
+    between a CR and its LF."""
+    ends = range(block_bytes, len(data), block_bytes)
+    inside = any(data[end - 1 : end] not in (b"\n", b"\r") for end in ends)
+    return inside, any(data[end - 1 : end + 1] == b"\r\n" for end in ends)
+
+
+@pytest.mark.parametrize("small_blocks", [False, True], ids=["one-block", "small-blocks"])
 @pytest.mark.parametrize("newline", [b"\n", b"\r\n"], ids=["lf", "crlf"])
 def test_drop_mode_drops_exactly_the_lines_that_do_not_parse(
-    newline, block_bytes, tmp_path, monkeypatch
+    newline, small_blocks, tmp_path, monkeypatch
 ):
-    if block_bytes:  # blocks end inside lines and between a CR and its LF
-        monkeypatch.setattr("dprelease.io.read.CSV_BLOCK_BYTES", block_bytes)
-    frame = base()
-    broken = dict(zip([5, 70, 130, 200, 240, 298], sorted(BROKEN_LINES), strict=True))
+    frame = base(60)
+    broken = dict(zip([5, 14, 23, 32, 41, 58], sorted(BROKEN_LINES), strict=True))
     path = write_lines(frame, broken, tmp_path / "broken.csv", newline)
+    if small_blocks:  # blocks end inside lines and, with CR LF, between a CR and its LF
+        data = path.read_bytes()
+        crlf = newline == b"\r\n"
+        size = next(s for s in itertools.count(97) if block_cuts(data, s) >= (True, crlf))
+        monkeypatch.setattr("dprelease.io.read.CSV_BLOCK_BYTES", size)
     in_memory, streamed = both(path, on_invalid_rows="drop")
     expected = load_validated(frame.drop(index=list(broken)), SCHEMA)
     pd.testing.assert_frame_equal(in_memory, expected)
