@@ -170,7 +170,7 @@ def test_one_cell_on_breast_cancer(reproducible_cell_noise):
     train, test = split(table, 0.2)
     encoder = Encoder(schema)
     grid = EvaluationGrid(
-        weights=("none", "logreg", "beta_debiased"), epsilons=(1.0,), seeds=1, n_synthetic=1000
+        weights=("none", "logreg", "beta_debiased"), epsilons=(1.0,), seeds=1, n_synthetic=400
     )
     rows = evaluate_cell(train, encoder.encode(test), schema, grid, "marginals", 1.0, 0)
     assert [row["weights"] for row in rows] == ["none", "logreg", "beta_debiased"]
@@ -183,18 +183,38 @@ def test_one_cell_on_breast_cancer(reproducible_cell_noise):
 
 @pytest.mark.prefect
 def test_evaluate_cli_writes_labelled_outputs(prefect_server, tmp_path):
+    """Two cells (seeds) of two weight methods through the CLI and the flow, on a table of
+    three columns (what a cell computes is checked on the bundled tables above)."""
+    import yaml
     from typer.testing import CliRunner
 
     from dprelease.cli.app import app
 
+    rng = np.random.default_rng(7)
+    x = rng.random(100)
+    label = np.where(x + 0.3 * rng.random(100) > 0.6, "b", "a")
+    table = pd.DataFrame({"x": x, "k": rng.integers(0, 4, 100), "y": label})
+    table.to_csv(tmp_path / "tiny.csv", index=False)
+    schema = {
+        "dataset": "tiny",
+        "budget": {"epsilon": 50.0, "delta": 1e-4},
+        "max_rows": 100,
+        "target": "y",
+        "columns": {
+            "x": {"type": "continuous", "min": 0, "max": 1},
+            "k": {"type": "integer", "min": 0, "max": 3},
+            "y": {"type": "categorical", "categories": ["a", "b"]},
+        },
+    }
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(schema, sort_keys=False))
     out = tmp_path / "evaluations"
     result = CliRunner().invoke(
         app,
         [
             "evaluate",
-            str(ROOT / "data" / "breast_cancer.csv"),
+            str(tmp_path / "tiny.csv"),
             "--schema",
-            str(ROOT / "data" / "breast_cancer.yaml"),
+            str(tmp_path / "tiny.yaml"),
             "--weights",
             "none,beta_debiased",
             "--epsilons",
@@ -202,7 +222,7 @@ def test_evaluate_cli_writes_labelled_outputs(prefect_server, tmp_path):
             "--seeds",
             "2",
             "--n-synthetic",
-            "1000",
+            "300",
             "--out",
             str(out),
         ],
