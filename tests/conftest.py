@@ -59,8 +59,8 @@ def seeded_noise():
     return SeededNoise
 
 
-def _session_root(config: pytest.Config) -> Path:
-    """The base directory every pytest process of this session shares (xdist gives each
+def _run_root(config: pytest.Config) -> Path:
+    """The base directory every pytest process of this run shares (xdist gives each
     worker a directory of its own inside the controller's)."""
     base = config._tmp_path_factory.getbasetemp()  # type: ignore[attr-defined]
     return base.parent if hasattr(config, "workerinput") else base
@@ -68,17 +68,17 @@ def _session_root(config: pytest.Config) -> Path:
 
 @pytest.fixture(scope="session")
 def shared_prefect_server(request) -> dict:
-    """The session's one real Prefect server (`prefect_server.shared_server`, started by
+    """The pytest run's one real Prefect server (`prefect_server.shared_server`, started by
     `dprelease server start` on first use and shared by the xdist workers): its API URL,
     PREFECT_HOME and PostgreSQL database."""
-    return shared_server(_session_root(request.config))
+    return shared_server(_run_root(request.config))
 
 
 @pytest.fixture(scope="session")
 def prefect_server(shared_prefect_server):
-    """The session's Prefect server as this process's PREFECT_API_URL (and, through the
+    """The pytest run's Prefect server as this process's PREFECT_API_URL (and, through the
     environment tests pass on, the CLI processes tests start); yields the API URL. Log and
-    event workers are drained before the session ends, as Prefect's harness does, so that no
+    event workers are drained before the run ends, as Prefect's harness does, so that no
     late log line meets a stopped server."""
     import prefect.settings
     from prefect.events.worker import EventsWorker
@@ -100,15 +100,15 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     first tests of both workers need it."""
     config = session.config
     if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
-        thread = threading.Thread(target=shared_server, args=(_session_root(config),))
+        thread = threading.Thread(target=shared_server, args=(_run_root(config),))
         thread.start()
         _EARLY_START.append(thread)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    """The process that owns the session (the xdist controller, or the only process) stops
+    """The process that owns the pytest run (the xdist controller, or the only process) stops
     the shared Prefect server once every worker is done."""
     if not hasattr(session.config, "workerinput"):
         for thread in _EARLY_START:
             thread.join()
-        stop_shared_server(_session_root(session.config))
+        stop_shared_server(_run_root(session.config))

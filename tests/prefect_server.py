@@ -3,8 +3,8 @@
 The server is started the way a curator starts one, `dprelease server start`
 (`dprelease.cli.server.start`: detached in a process session of its own, waited for until it
 answers), by the first pytest process that needs it, under an exclusive lock on a file in the
-session's shared base directory; the others read its API URL from that directory. It is
-stopped once, by the process that owns the session (`stop_shared_server`: pytest's xdist
+pytest run's shared base directory; the others read its API URL from that directory. It is
+stopped once, by the process that owns the pytest run (`stop_shared_server`: pytest's xdist
 controller, or the only pytest process), with `dprelease.cli.server.stop`.
 
 Its state is a fresh PostgreSQL database when DPRELEASE_TEST_POSTGRES_URL names a server
@@ -94,7 +94,7 @@ def _locked(root: Path) -> Iterator[None]:
 
 
 def shared_server(root: Path) -> dict:
-    """The session's server under `root` (the session's shared base directory), started on
+    """The pytest run's server under `root` (the run's shared base directory), started on
     first use: its state, `{"api": URL, "home": PREFECT_HOME, "database": name or None}`."""
     state_file = root / STATE_FILE
     with _locked(root):
@@ -115,7 +115,7 @@ def shared_server(root: Path) -> dict:
 
 
 def stop_shared_server(root: Path) -> None:
-    """Stop the session's server under `root`, if one was started, and drop its database;
+    """Stop the pytest run's server under `root`, if one was started, and drop its database;
     raises when it still answers after `stop`."""
     state_file = root / STATE_FILE
     if not state_file.exists():
@@ -128,4 +128,4 @@ def stop_shared_server(root: Path) -> None:
     if state["database"]:
         drop_database(os.environ["DPRELEASE_TEST_POSTGRES_URL"], state["database"])
     if port is not None and answers("127.0.0.1", port):
-        raise RuntimeError(f"the session's Prefect server still answers at {state['api']}")
+        raise RuntimeError(f"the pytest run's Prefect server still answers at {state['api']}")

@@ -1,11 +1,11 @@
-"""The session's real Prefect server, started by `dprelease server start`, creates scheduled
+"""The pytest run's real Prefect server, started by `dprelease server start`, creates scheduled
 flow runs from `prefect.yaml`.
 
 SQLAlchemy 2.1 makes Prefect 3.8's scheduler fail every loop ("Can't evaluate bulk DML
 statement") and no scheduled run ever appears; this test deploys the project's
 `prefect.yaml` on the server the pytest session started as a curator does
 (`tests/prefect_server.py`: detached in a process session of its own, scheduler loop 2 s;
-stopped by `dprelease server stop` when the session ends) and asserts that the scheduler
+stopped by `dprelease server stop` when the run ends) and asserts that the scheduler
 service creates runs for every deployment.
 """
 

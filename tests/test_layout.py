@@ -92,6 +92,8 @@ TECHNICAL_USES = {
     "cli/server.py's signal to the server's process group": rf"\b_signal_{WORD}\b",
     "a SQLAlchemy or requests object of that class": rf"\b(?:{WORD.title()}\(|{WORD}maker\b)",
     "a library's object of that class, bound to a variable": rf"\b(?:as {WORD}\b|{WORD}\.\w+\()",
+    "pytest's run hooks and their argument": rf"\bpytest_{WORD}(?:start|finish)\b|\b{WORD}"
+    rf"(?:: pytest\.{WORD.title()}\b|\.config\b)",
 }
 NARRATED_TREES = ("dprelease", "tests", "benchmarks")
 TEXT_SUFFIXES = {".py", ".pyi", ".yaml", ".yml", ".md", ".txt", ".toml", ".cfg", ".ini", ".sh"}
