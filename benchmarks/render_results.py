@@ -37,7 +37,8 @@ and dpmm's AIM and MST on the same public cells), and compares them with the hel
 TVD1/2/3 are the mean total variation distances over the 1-, 2- and 3-way marginals (lower is
 better), bMSE-w the weighted beta-MSE of the table's target model (lower is better), TSTR the
 held-out ROC-AUC or R^2 of a model trained on the synthetic rows (higher is better), CPU s the
-release's CPU seconds and peak MB its process's peak resident memory. `real-train` is the
+release's CPU seconds and peak MB its process's peak resident memory (both depend on what
+else ran on the machine at the time). `real-train` is the
 training split itself (each metric's floor: sampling error only). Each cell is the mean ±
 standard error over the seeds (each seed its own 80/20 split); the standing compares the default
 with the best peer of each metric, paired by seed.
@@ -124,7 +125,10 @@ def section(path: Path) -> str:
         runs = "; ".join(f"{m}: {', '.join(map(str, sorted(s)))}" for m, s in methods.items())
         out.append(f"- {table} ({meta['roles'][table]}): {runs}")
     out += ["", "### Standing of the default against the best peer", "",
-            "Paired difference: default - best peer, per seed, mean ± SE (seeds).", "",
+            "Paired difference: default - best peer, per seed, mean ± SE (seeds); the standing "
+            "is better or worse when the difference is more than 2 SE from zero. With n seeds the "
+            "SE has n - 1 degrees of freedom: on few seeds a standing is indicative, not a test.",
+            "",
             "| table | metric | default | value | best peer | value | paired difference | "
             "standing |", "|---" * 8 + "|"]  # fmt: skip
     for table, methods in rows.items():
