@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 EVAL_GENERATORS ?= pgm,marginals,privbayes
 
-.PHONY: install demo evaluate test bench clean server server-stop docs
+.PHONY: install demo evaluate test bench bench-fidelity clean server server-stop docs
 
 # A local Prefect server in the background, and this user's Prefect profile pointed at it:
 # every later `dprelease` call skips Prefect's temporary server (seconds instead of 15-25 s).
@@ -62,6 +62,15 @@ BENCHMARKS := release psis weights generators weights_fraction cli_latency accou
 
 bench: $(STAMP)
 	set -e; for name in $(BENCHMARKS); do $(BIN)/python benchmarks/$$name.py; done
+
+# The fidelity study (benchmarks/fidelity.py: every table, method and seed of its defaults; its
+# peers need OpenDP's mbi extra and dpmm's own venv, see its docstring), then docs/benchmarks.md
+# rendered from its artefacts in benchmarks/results/. FIDELITY_ARGS narrows it, e.g.
+# `make bench-fidelity FIDELITY_ARGS="--tables boston --seeds 2 --methods real-train dprelease"`.
+FIDELITY_ARGS ?=
+bench-fidelity: $(STAMP)
+	$(BIN)/python benchmarks/fidelity.py $(FIDELITY_ARGS)
+	$(BIN)/python benchmarks/render_results.py
 
 clean:
 	rm -rf releases evaluations .pytest_cache site

@@ -55,23 +55,32 @@ Metrics (dprelease/evaluation/metrics.py), with the release's weights (unit weig
 Printed: per table and method, mean and standard error over the seeds; then each table's
 targets (`print_targets`: dprelease against 0.9x the best peer's TVD1/2/3, 0.5x its weighted
 beta-MSE and its TSTR, with the paired difference and the population's floor estimated from
-`real-train`); results JSON in benchmarks/out/fidelity-e<epsilon>.json.
+`real-train`); results JSON in benchmarks/out/fidelity-e<epsilon>.json. The artefacts
+(`write_results`): benchmarks/results/fidelity-e<epsilon>.csv, one row per table, method and
+seed with the metrics as columns, and its `.meta.json` (commit, date, machine, settings, seeds,
+tables, methods, peers), from which benchmarks/render_results.py renders docs/benchmarks.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import csv
 import json
 import os
+import platform
 import subprocess
 import sys
 import tempfile
 import time
+from datetime import UTC, datetime
+from importlib import metadata
 from pathlib import Path
 
 import fidelity_peers
 import fidelity_tables
 import numpy as np
+from render_results import mean_se
 
 from dprelease.config import SyntheticConfig
 from dprelease.encoding import Encoder
@@ -211,12 +220,7 @@ def lattice_peer(args: argparse.Namespace, table: str, method: str, seed: int) -
 
 
 def summary(rows: list[dict]) -> dict[str, tuple[float, float]]:
-    out = {}
-    for metric in METRICS:
-        values = np.array([r[metric] for r in rows], dtype=float)
-        se = values.std(ddof=1) / np.sqrt(len(values)) if len(values) > 1 else float("nan")
-        out[metric] = (float(values.mean()), float(se))
-    return out
+    return {metric: mean_se([float(r[metric]) for r in rows]) for metric in METRICS}
 
 
 def print_table(results: dict) -> None:
@@ -290,6 +294,50 @@ def print_targets(results: dict) -> None:
     sys.stdout.flush()
 
 
+def write_results(args: argparse.Namespace, results: dict, started: datetime) -> None:
+    """The run's artefacts in benchmarks/results/ (module docstring)."""
+    stem = ROOT / "benchmarks" / "results" / f"fidelity-e{args.epsilon:g}{rows(args)}"
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    with stem.with_suffix(".csv").open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["table", "role", "method", "seed", *METRICS])
+        for table, methods in results.items():
+            role = fidelity_tables.SOURCES[table].role
+            writer.writerows([table, role, method, r["seed"], *(r[m] for m in METRICS)]
+                             for method, runs in methods.items() for r in runs)  # fmt: skip
+    git = ["git", "-C", str(ROOT)]
+    changes = [*git, "status", "--porcelain", "--", ".", ":!benchmarks/results"]
+    methods = list(results[args.tables[0]]) if args.tables else []
+    meta = {
+        "commit": subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True,
+                                 text=True).stdout.strip(),  # fmt: skip
+        "dirty": bool(subprocess.run(changes, capture_output=True, text=True).stdout.strip()),
+        "date": started.strftime("%Y-%m-%d %H:%M"),
+        "machine": machine(args.dpmm_python),
+        "epsilon": args.epsilon, "delta": args.delta, "n_synthetic": args.n_synthetic,
+        "seeds": list(range(args.seeds)), "tables": args.tables, "methods": methods,
+        "peers": [m for m in methods if m.removesuffix(LATTICE) in PEERS],
+    }  # fmt: skip
+    stem.with_suffix(".meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+
+
+def machine(dpmm_python: Path) -> dict:
+    """The CPU model, cores, RAM, Python and the versions of the packages the study runs."""
+    lines = Path("/proc/cpuinfo").read_text().splitlines()
+    cpu = next((x.split(":", 1)[1].strip() for x in lines if x.startswith("model name")), "?")
+    memory = Path("/proc/meminfo").read_text().split("MemTotal:")[1].split()[0]
+    packages = {}
+    for name in ("dprelease", "opendp", "mbi", "jax", "numpy"):
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            packages[name] = metadata.version(name)
+    if dpmm_python.exists():
+        code = "import importlib.metadata as m; print(m.version('dpmm'))"
+        dpmm = subprocess.run([str(dpmm_python), "-c", code], capture_output=True, text=True)
+        packages["dpmm"] = dpmm.stdout.strip() or "?"
+    return {"cpu": cpu, "cores": os.cpu_count(), "ram_gb": round(int(memory) / 2**20, 1),
+            "python": platform.python_version(), "packages": packages}  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tables", nargs="+", default=list(fidelity_tables.STUDY),
@@ -322,6 +370,7 @@ def main() -> None:
         release(args)
         return
     methods = args.methods + [f"dprelease:{g}" for g in args.generator]
+    started = datetime.now(UTC)
     results: dict = {t: {label(args, m): [] for m in methods} for t in args.tables}
     for seed in range(args.seeds):  # seeds outermost: a cut-short run covers every table
         for table in args.tables:
@@ -332,6 +381,7 @@ def main() -> None:
     out = ROOT / "benchmarks" / "out" / f"fidelity-e{args.epsilon:g}{rows(args)}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=1))
+    write_results(args, results, started)
     print_table(results)
     print_targets(results)
 
