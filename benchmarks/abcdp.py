@@ -264,9 +264,16 @@ def toy_figure(grid: dict, prior: float, out_dir: Path) -> None:
 
 def speed() -> None:
     config = ABCDPConfig(
-        model=MODEL, n_samples=10, threshold=1e-6, epsilon=1.0, n_draws=N_DRAWS, n_sim=N_ROWS,
-        n_features=N_FEATURES, bandwidth=BANDWIDTH, seed=0,
-    )  # fmt: skip
+        model=MODEL,
+        n_samples=10,
+        threshold=1e-6,
+        epsilon=1.0,
+        n_draws=N_DRAWS,
+        n_sim=N_ROWS,
+        n_features=N_FEATURES,
+        bandwidth=BANDWIDTH,
+        seed=0,
+    )
     plan = plan_abcdp(load_schema(SCHEMA), load_model(MODEL), config)
     real = plan.simulator.encoder.encode(pd.read_csv("data/models/toy_mixture.csv"))
     started, cpu = time.perf_counter(), time.process_time()

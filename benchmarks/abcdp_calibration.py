@@ -144,9 +144,14 @@ def energy_test(x: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> float
         return 2 * (x_all - xx) / (n * m) - xx / n**2 - (total - 2 * x_all + xx) / m**2
 
     result = stats.permutation_test(
-        (np.arange(n), np.arange(n, n + m)), statistic, vectorized=True, n_resamples=999,
-        alternative="greater", rng=rng, batch=200,
-    )  # fmt: skip
+        (np.arange(n), np.arange(n, n + m)),
+        statistic,
+        vectorized=True,
+        n_resamples=999,
+        alternative="greater",
+        rng=rng,
+        batch=200,
+    )
     return float(result.pvalue)
 
 

@@ -56,22 +56,35 @@ def one_run(epsilon: float, method: str, rep: int, n: int, particles: int) -> di
     values = np.random.default_rng(1000 + rep).normal(TRUTH_MU, TRUTH_SIGMA, n)
     start = time.perf_counter()
     result = run_adaptive_truncation(
-        values, n, design=design_truncation(epsilon=epsilon, score="mu"), prior=PRIOR,
+        values,
+        n,
+        design=design_truncation(epsilon=epsilon, score="mu"),
+        prior=PRIOR,
         bounds=BOUNDS,
-        epsilon=epsilon, noise=NoiseSource(), rng=np.random.default_rng(rep),
-        n_particles=particles, fixed_interval=FIXED if method == "fixed" else None,
-    )  # fmt: skip
+        epsilon=epsilon,
+        noise=NoiseSource(),
+        rng=np.random.default_rng(rep),
+        n_particles=particles,
+        fixed_interval=FIXED if method == "fixed" else None,
+    )
     seconds = time.perf_counter() - start
     posterior = result.posterior
     (mu_hat, sigma_hat), (mu_sd, _) = posterior.mean(), posterior.sd()
     (mu_lo, sigma_lo), (mu_hi, sigma_hi) = posterior.quantiles(0.05), posterior.quantiles(0.95)
     return {
-        "epsilon": epsilon, "method": method, "rep": rep, "mu_hat": mu_hat,
-        "sigma_hat": sigma_hat, "err_mu": abs(mu_hat - TRUTH_MU),
-        "err_sigma": abs(sigma_hat - TRUTH_SIGMA), "sd_mu": mu_sd,
-        "cov_mu": mu_lo <= TRUTH_MU <= mu_hi, "cov_sigma": sigma_lo <= TRUTH_SIGMA <= sigma_hi,
-        "seconds": seconds, "moves": result.resample_moves,
-    }  # fmt: skip
+        "epsilon": epsilon,
+        "method": method,
+        "rep": rep,
+        "mu_hat": mu_hat,
+        "sigma_hat": sigma_hat,
+        "err_mu": abs(mu_hat - TRUTH_MU),
+        "err_sigma": abs(sigma_hat - TRUTH_SIGMA),
+        "sd_mu": mu_sd,
+        "cov_mu": mu_lo <= TRUTH_MU <= mu_hi,
+        "cov_sigma": sigma_lo <= TRUTH_SIGMA <= sigma_hi,
+        "seconds": seconds,
+        "moves": result.resample_moves,
+    }
 
 
 def summarise(runs: pd.DataFrame) -> pd.DataFrame:
@@ -117,9 +130,11 @@ def c5_verdicts(table: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
 
 
 ORACLE_SETTINGS = [  # docs/adaptive-truncation.md C4: (epsilon, n, N, engine)
-    (1.0, 300, 500, "ibis"), (1.0, 1000, 1000, "ibis"), (5.0, 1000, 1000, "ibis"),
+    (1.0, 300, 500, "ibis"),
+    (1.0, 1000, 1000, "ibis"),
+    (5.0, 1000, 1000, "ibis"),
     (1.0, 300, 500, "latent_smc"),
-]  # fmt: skip
+]
 
 
 def oracle_rows() -> pd.DataFrame:
@@ -130,16 +145,32 @@ def oracle_rows() -> pd.DataFrame:
             values = np.random.default_rng(500 + n).normal(TRUTH_MU, TRUTH_SIGMA, n)
             start = time.perf_counter()
             result = run_adaptive_truncation(
-                values, n, design=design_truncation(epsilon=epsilon, score="mu"), prior=PRIOR,
-                bounds=BOUNDS, epsilon=epsilon, noise=NoiseSource(),
-                rng=np.random.default_rng(n), engine=engine, n_particles=particles,
+                values,
+                n,
+                design=design_truncation(epsilon=epsilon, score="mu"),
+                prior=PRIOR,
+                bounds=BOUNDS,
+                epsilon=epsilon,
+                noise=NoiseSource(),
+                rng=np.random.default_rng(n),
+                engine=engine,
+                n_particles=particles,
                 fixed_interval=FIXED if method == "fixed" else None,
-            )  # fmt: skip
+            )
             seconds = time.perf_counter() - start
             stats = oracle_agreement(result.transcript, result.posterior, PRIOR)
-            rows.append({"epsilon": epsilon, "n": n, "N": particles, "engine": engine,
-                         "method": method, **stats, "C4": passes_oracle_check(stats),
-                         "s/run": seconds})  # fmt: skip
+            rows.append(
+                {
+                    "epsilon": epsilon,
+                    "n": n,
+                    "N": particles,
+                    "engine": engine,
+                    "method": method,
+                    **stats,
+                    "C4": passes_oracle_check(stats),
+                    "s/run": seconds,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -148,17 +179,25 @@ def cloud_run(epsilon: float, n: int, particles: int, every: int = 20) -> dict:
     values = np.random.default_rng(7).normal(TRUTH_MU, TRUTH_SIGMA, n)
     rng = np.random.default_rng(7)
     estimator = OnlineTruncatedEstimator(
-        design_truncation(epsilon=epsilon, score="mu"), PRIOR, BOUNDS, epsilon, NoiseSource(),
-        n_particles=particles, rng=rng,
-    )  # fmt: skip
+        design_truncation(epsilon=epsilon, score="mu"),
+        PRIOR,
+        BOUNDS,
+        epsilon,
+        NoiseSource(),
+        n_particles=particles,
+        rng=rng,
+    )
     snapshots = []
     for t, x in enumerate(values, start=1):
         estimator.release(float(x))
         if t % every == 0:
             mu, sigma = estimator.posterior().draws(rng, 100)
             snapshots.append((t, mu, sigma))
-    return {"snapshots": snapshots, "transcript": estimator.transcript(),
-            "trajectory": estimator.trajectory()}  # fmt: skip
+    return {
+        "snapshots": snapshots,
+        "transcript": estimator.transcript(),
+        "trajectory": estimator.trajectory(),
+    }
 
 
 def figure_clouds(clouds: dict[float, dict], path: Path) -> None:
@@ -224,8 +263,12 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=1000, help="rows per run")
     parser.add_argument("--particles", type=int, default=1000)
     parser.add_argument("--skip-oracle", action="store_true", help="skip the C4 section")
-    parser.add_argument("--sections", nargs="+", default=["paper", "design", "targets"],
-                        choices=["paper", "design", "targets"])  # fmt: skip
+    parser.add_argument(
+        "--sections",
+        nargs="+",
+        default=["paper", "design", "targets"],
+        choices=["paper", "design", "targets"],
+    )
     parser.add_argument("--design-reps", type=int, default=6, help="reps per design case")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -241,8 +284,10 @@ def paper_section(args: argparse.Namespace) -> None:
     """The paper's section 6 with its score "mu" (Figures 2-3, C4, C5)."""
     for epsilon in args.epsilons:
         design = design_truncation(epsilon=epsilon, score="mu")
-        print(f"design eps={epsilon:g}: [a*, b*] = [{design.a}, {design.b}], "
-              f"F = {np.round(design.fisher, 4).tolist()}")  # fmt: skip
+        print(
+            f"design eps={epsilon:g}: [a*, b*] = [{design.a}, {design.b}], "
+            f"F = {np.round(design.fisher, 4).tolist()}"
+        )
     records = []
     for epsilon in args.epsilons:
         for rep in range(args.reps):

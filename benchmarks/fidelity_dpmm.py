@@ -34,9 +34,12 @@ def main(source: str, target: str) -> None:
     pipeline_class = AIMPipeline if method == "aim" else MSTPipeline
     started = time.process_time()
     pipeline = pipeline_class(
-        epsilon=float(given["epsilon"]), delta=float(given["delta"]), n_jobs=1,
-        gen_kwargs=options, disable_processing=True,
-    )  # fmt: skip
+        epsilon=float(given["epsilon"]),
+        delta=float(given["delta"]),
+        n_jobs=1,
+        gen_kwargs=options,
+        disable_processing=True,
+    )
     pipeline.fit(frame, domain=domain, random_state=int(given["seed"]))
     synthetic = pipeline.generate(n_records=int(given["n"]), random_state=int(given["seed"]))
     cpu = time.process_time() - started

@@ -51,18 +51,19 @@ def peak_mb() -> float:
     return float(line.split()[1]) / 1024
 
 
-def column_cells(
-    encoder: Encoder, rows: int, epsilon: float, delta: float
-) -> list[ColumnCells]:
+def column_cells(encoder: Encoder, rows: int, epsilon: float, delta: float) -> list[ColumnCells]:
     """The cells `pgm` fits on for `rows` rows at (epsilon, delta) (evaluation only: the
     exact count stands in for pgm's noisy one)."""
     return PrivateGraphicalModel(encoder, epsilon, delta).grid(float(rows)).cells
 
 
 def decode(
-    encoder: Encoder, cells: list[ColumnCells], chosen: np.ndarray, seed: int,
+    encoder: Encoder,
+    cells: list[ColumnCells],
+    chosen: np.ndarray,
+    seed: int,
     lattices: dict[int, Lattice] | None = None,
-) -> np.ndarray:  # fmt: skip
+) -> np.ndarray:
     """Encoded rows of the chosen cell indices (`write_cells`: uniform within a cell, or on
     a column's lattice where `lattices` has one)."""
     rng = np.random.default_rng(seed)
@@ -73,9 +74,13 @@ def decode(
 
 
 def with_lattice(
-    encoder: Encoder, train: np.ndarray, synthetic: np.ndarray, epsilon: float, delta: float,
+    encoder: Encoder,
+    train: np.ndarray,
+    synthetic: np.ndarray,
+    epsilon: float,
+    delta: float,
     seed: int,
-) -> np.ndarray:  # fmt: skip
+) -> np.ndarray:
     """A peer's rows decoded again on the lattice `pgm` measures (`generators.lattice`): the
     cells recovered from the rows (the peers' cells are `pgm`'s), each continuous column's
     class histogram measured as `pgm` measures it at this budget (`lattices_of`, noise from
@@ -90,9 +95,14 @@ def with_lattice(
 
 
 def opendp(
-    method: str, encoder: Encoder, train: np.ndarray, epsilon: float, delta: float, n: int,
+    method: str,
+    encoder: Encoder,
+    train: np.ndarray,
+    epsilon: float,
+    delta: float,
+    n: int,
     seed: int,
-) -> tuple[np.ndarray, float]:  # fmt: skip
+) -> tuple[np.ndarray, float]:
     """OpenDP's AIM or MST: (encoded synthetic rows, CPU seconds of fit + sampling)."""
     import opendp.prelude as dp
     import polars as pl
@@ -124,18 +134,32 @@ def opendp(
 
 
 def dpmm(
-    method: str, encoder: Encoder, train: np.ndarray, epsilon: float, delta: float, n: int,
-    seed: int, python: Path,
-) -> tuple[np.ndarray, float, float]:  # fmt: skip
+    method: str,
+    encoder: Encoder,
+    train: np.ndarray,
+    epsilon: float,
+    delta: float,
+    n: int,
+    seed: int,
+    python: Path,
+) -> tuple[np.ndarray, float, float]:
     """dpmm's AIM or MST in its venv: (encoded rows, CPU seconds, peak MB of its process)."""
     cells = column_cells(encoder, len(train), epsilon, delta)
     chosen = np.column_stack([cell_index(c, train) for c in cells])
     with tempfile.TemporaryDirectory(prefix="fidelity-dpmm-") as directory:
         given, result = Path(directory) / "in.npz", Path(directory) / "out.npz"
         np.savez(
-            given, cells=chosen, sizes=np.array([c.size for c in cells]), method=method,
-            epsilon=epsilon, delta=delta, n=n, seed=seed, iters=ITERS, rounds=ROUNDS,
-        )  # fmt: skip
+            given,
+            cells=chosen,
+            sizes=np.array([c.size for c in cells]),
+            method=method,
+            epsilon=epsilon,
+            delta=delta,
+            n=n,
+            seed=seed,
+            iters=ITERS,
+            rounds=ROUNDS,
+        )
         script = Path(__file__).with_name("fidelity_dpmm.py")
         subprocess.run([str(python), str(script), str(given), str(result)], check=True)
         out = np.load(result)

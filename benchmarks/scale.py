@@ -82,9 +82,14 @@ def child(input_path: str, schema_path: str, n_synthetic: int, out_dir: str) -> 
     timer = StepTimer()
     ledger_url = f"sqlite:///{Path(out_dir) / 'ledger.sqlite'}"
     publish_release(
-        SYNTHETIC_PIPELINE, schema_path, config, input_path,
-        out_dir=Path(out_dir) / "releases", ledger_url=ledger_url, step=timer,
-    )  # fmt: skip
+        SYNTHETIC_PIPELINE,
+        schema_path,
+        config,
+        input_path,
+        out_dir=Path(out_dir) / "releases",
+        ledger_url=ledger_url,
+        step=timer,
+    )
     print(json.dumps([astuple(step) for step in timer.steps]))
 
 
@@ -107,8 +112,15 @@ def main() -> None:
         print(f"table of {rows:,} rows: {data} ({time.perf_counter() - start:.1f} s)", flush=True)
         out = Path(tempfile.mkdtemp(prefix="release-", dir=args.scratch))
         schema = scale_schema(args.scratch, rows)
-        command = [sys.executable, __file__, "--child", str(data), str(schema),
-                   str(args.n_synthetic), str(out)]  # fmt: skip
+        command = [
+            sys.executable,
+            __file__,
+            "--child",
+            str(data),
+            str(schema),
+            str(args.n_synthetic),
+            str(out),
+        ]
         start = time.perf_counter()
         result = subprocess.run(command, capture_output=True, text=True, check=False)
         wall = time.perf_counter() - start
@@ -116,19 +128,24 @@ def main() -> None:
             print(result.stderr, file=sys.stderr)
             raise SystemExit(f"the release of {rows} rows failed")
         stages = json.loads(result.stdout.strip().splitlines()[-1])
-        print(f"\n{rows:,} real rows -> {args.n_synthetic:,} synthetic rows "
-              f"({DEFAULT_GENERATOR} + {DEFAULT_WEIGHTS}, streamed)")  # fmt: skip
+        print(
+            f"\n{rows:,} real rows -> {args.n_synthetic:,} synthetic rows "
+            f"({DEFAULT_GENERATOR} + {DEFAULT_WEIGHTS}, streamed)"
+        )
         print(f"{'stage':<30}{'wall s':>10}{'CPU s':>10}{'peak RSS MB':>14}")
         for stage, seconds, cpu, peak in stages:
             print(f"{stage:<30}{seconds:>10.2f}{cpu:>10.2f}{peak:>14.0f}")
             if stage == "load-real-table":
                 rate, cpu_rate = rows / seconds, rows / cpu
-        print(f"{'child process total':<30}{wall:>10.2f}{'':>10}"
-              f"{max(p for *_, p in stages):>14.0f}")  # fmt: skip
-        print(f"load (read+validate+count): {rate / 1e6:.2f} M rows/s wall, "
-              f"{cpu_rate / 1e6:.2f} M rows per CPU second; load average "
-              f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores",
-              flush=True)  # fmt: skip
+        print(
+            f"{'child process total':<30}{wall:>10.2f}{'':>10}{max(p for *_, p in stages):>14.0f}"
+        )
+        print(
+            f"load (read+validate+count): {rate / 1e6:.2f} M rows/s wall, "
+            f"{cpu_rate / 1e6:.2f} M rows per CPU second; load average "
+            f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

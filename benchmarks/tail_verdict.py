@@ -67,9 +67,13 @@ def release(schema: Schema, frame: pd.DataFrame, epsilon: float) -> tuple[dict, 
     """One default release at `epsilon` with DP noise from the OS: its manifest and rows."""
     work = Path(tempfile.mkdtemp(prefix="dprelease-tails-"))
     directory = publish_release(
-        SYNTHETIC_PIPELINE, schema, SyntheticConfig(epsilon=epsilon), frame,
-        out_dir=work / "releases", ledger_url=f"sqlite:///{work / 'ledger.sqlite'}",
-    )  # fmt: skip
+        SYNTHETIC_PIPELINE,
+        schema,
+        SyntheticConfig(epsilon=epsilon),
+        frame,
+        out_dir=work / "releases",
+        ledger_url=f"sqlite:///{work / 'ledger.sqlite'}",
+    )
     manifest = json.loads((directory / "manifest.json").read_text())
     return manifest, pd.read_parquet(directory / "synthetic.parquet")
 
@@ -108,11 +112,15 @@ def measure(name: str, schema: Schema, frame: pd.DataFrame, epsilon: float, n: i
     print(f"{name} at epsilon {epsilon:g}, {n} releases: {shown}")
     if schema.target in numeric:
         p99 = np.asarray(target_p99)
-        print(f"  target {schema.target}: named in {target_named} of {n}; synthetic 99th "
-              f"percentile {np.median(p99):+.2f} real SDs from the real one (median; "
-              f"{p99.min():+.2f} to {p99.max():+.2f})")  # fmt: skip
-    print(f"  other numeric columns: {named} named ({named_off} with a 1st or 99th percentile "
-          f"more than {OFF:g} real SD off), {unnamed} not named ({unnamed_off} that far off)")
+        print(
+            f"  target {schema.target}: named in {target_named} of {n}; synthetic 99th "
+            f"percentile {np.median(p99):+.2f} real SDs from the real one (median; "
+            f"{p99.min():+.2f} to {p99.max():+.2f})"
+        )
+    print(
+        f"  other numeric columns: {named} named ({named_off} with a 1st or 99th percentile "
+        f"more than {OFF:g} real SD off), {unnamed} not named ({unnamed_off} that far off)"
+    )
 
 
 def main() -> None:
@@ -121,9 +129,13 @@ def main() -> None:
     parser.add_argument("--others", type=int, default=3, help="releases of each other case")
     args = parser.parse_args()
     loaded = tables()
-    cases = [("slid", 1.0, args.releases), ("slid", 3.0, args.others),
-             ("cps1988", 1.0, args.others), ("census", 1.0, args.others),
-             ("breast", 1.0, args.others)]  # fmt: skip
+    cases = [
+        ("slid", 1.0, args.releases),
+        ("slid", 3.0, args.others),
+        ("cps1988", 1.0, args.others),
+        ("census", 1.0, args.others),
+        ("breast", 1.0, args.others),
+    ]
     for name, epsilon, n in cases:
         measure(name, *loaded[name], epsilon, n)
 

@@ -47,19 +47,30 @@ def one_run(case: tuple, score: str, rep: int, particles: int) -> dict:
     values = np.clip(np.random.default_rng(3000 + rep).normal(mu, sigma, N_ROWS), lo, hi)
     start = time.perf_counter()
     result = run_adaptive_truncation(
-        values, N_ROWS, design=design_truncation(epsilon=epsilon, score=score),
-        prior=NormalPrior.from_bounds(lo, hi), bounds=(lo, hi), epsilon=epsilon,
-        noise=NoiseSource(), rng=np.random.default_rng(rep), n_particles=particles,
-    )  # fmt: skip
+        values,
+        N_ROWS,
+        design=design_truncation(epsilon=epsilon, score=score),
+        prior=NormalPrior.from_bounds(lo, hi),
+        bounds=(lo, hi),
+        epsilon=epsilon,
+        noise=NoiseSource(),
+        rng=np.random.default_rng(rep),
+        n_particles=particles,
+    )
     s = result.posterior.summary()
     return {
-        "case": name, "score": score, "rep": rep,
+        "case": name,
+        "score": score,
+        "rep": rep,
         "cov_mu": s["mu_q05"] <= mu <= s["mu_q95"],
         "cov_sigma": s["sigma_q05"] <= sigma <= s["sigma_q95"],
-        "sd_mu": s["mu_sd"], "sd_mu_rel": s["mu_sd"] / sigma, "sd_sigma_rel": s["sigma_sd"] / sigma,
-        "err_mu_rel": abs(s["mu_mean"] - mu) / sigma, "sigma_mean": s["sigma_mean"],
+        "sd_mu": s["mu_sd"],
+        "sd_mu_rel": s["mu_sd"] / sigma,
+        "sd_sigma_rel": s["sigma_sd"] / sigma,
+        "err_mu_rel": abs(s["mu_mean"] - mu) / sigma,
+        "sigma_mean": s["sigma_mean"],
         "seconds": time.perf_counter() - start,
-    }  # fmt: skip
+    }
 
 
 def table(runs: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
@@ -84,13 +95,19 @@ def print_design_choice(reps: int, particles: int = 500) -> pd.DataFrame:
     for epsilon in sorted({case[-1] for case in DESIGN_CASES}):
         for score in SCORES:
             d = design_truncation(epsilon=epsilon, score=score)
-            print(f"design eps={epsilon:g} score={score}: [a*, b*] = [{d.a}, {d.b}]"
-                  f"{' and its mirror' if d.mirrored else ''}, "
-                  f"F = {np.round(d.fisher, 4).tolist()}")  # fmt: skip
+            print(
+                f"design eps={epsilon:g} score={score}: [a*, b*] = [{d.a}, {d.b}]"
+                f"{' and its mirror' if d.mirrored else ''}, "
+                f"F = {np.round(d.fisher, 4).tolist()}"
+            )
     runs = pd.DataFrame(
-        [one_run(case, score, rep, particles) for case in DESIGN_CASES for score in SCORES
-         for rep in range(reps)]
-    )  # fmt: skip
+        [
+            one_run(case, score, rep, particles)
+            for case in DESIGN_CASES
+            for score in SCORES
+            for rep in range(reps)
+        ]
+    )
     with pd.option_context("display.width", 220, "display.max_columns", 20):
         print(f"Design choice ({reps} reps per cell, N = {particles} particles):")
         print(table(runs, ["case", "score"]).round(3).to_string())

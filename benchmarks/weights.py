@@ -176,9 +176,14 @@ def target_model(seeds: int, peers: list[str], tables: list[str]) -> None:
                     log_w = np.zeros(len(synthetic))
                 else:
                     log_w = estimate(
-                        "calibration", train, synthetic, epsilon=fraction * epsilon,
-                        delta=fraction * DELTA, encoder=encoder, **options,
-                    ).log_weights  # fmt: skip
+                        "calibration",
+                        train,
+                        synthetic,
+                        epsilon=fraction * epsilon,
+                        delta=fraction * DELTA,
+                        encoder=encoder,
+                        **options,
+                    ).log_weights
                 cpu = time.process_time() - start
                 w = np.exp(log_w - log_w.max())
                 beta = _standardised_beta(evaluator, synthetic, w / w.mean(), scale)

@@ -127,7 +127,8 @@ def test_categorical_labels_must_be_schema_categories(tmp_path):
     config = ABCDPConfig(model="", n_samples=1, threshold=0.1, epsilon=1.0, n_draws=5, seed=0)
     with pytest.raises(InputError, match="'diagnosis' has values outside the schema's categories"):
         plan_abcdp(
-            load_schema(ROOT / "data" / "breast_cancer.yaml"), load_model(_write(tmp_path, body)),
+            load_schema(ROOT / "data" / "breast_cancer.yaml"),
+            load_model(_write(tmp_path, body)),
             config,
         )
 
@@ -135,9 +136,14 @@ def test_categorical_labels_must_be_schema_categories(tmp_path):
 def test_invalid_configurations_are_refused():
     with pytest.raises(InputError) as error:
         parse_config(
-            ABCDPConfig, model="", n_samples=20, threshold=-1, epsilon=0, n_draws=10,
+            ABCDPConfig,
+            model="",
+            n_samples=20,
+            threshold=-1,
+            epsilon=0,
+            n_draws=10,
             n_features=7,
-        )  # fmt: skip
+        )
     text = str(error.value)
     for fragment in ("--n-draws (T) must be", "--threshold", "--epsilon", "--n-features"):
         assert fragment in text

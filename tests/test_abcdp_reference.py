@@ -33,9 +33,16 @@ MODEL = f"{ROOT}/data/models/toy_mixture.py:DirichletUniformMixture"
 @pytest.fixture(scope="module")
 def toy():
     config = ABCDPConfig(
-        model=MODEL, n_samples=C, threshold=0.15, epsilon=1.0, n_draws=600, n_sim=N_ROWS,
-        n_features=50, bandwidth=0.12, seed=1,
-    )  # fmt: skip
+        model=MODEL,
+        n_samples=C,
+        threshold=0.15,
+        epsilon=1.0,
+        n_draws=600,
+        n_sim=N_ROWS,
+        n_features=50,
+        bandwidth=0.12,
+        seed=1,
+    )
     plan = plan_abcdp(
         load_schema(f"{ROOT}/data/models/toy_mixture.yaml"),
         load_model(MODEL),

@@ -54,9 +54,14 @@ def _publish(
     """The product's release pipeline without Prefect (`noise`: tests may seed it)."""
     url = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
     directory = publish_release(
-        ABCDP_PIPELINE, SCHEMA, config, table, out_dir=tmp_path / "releases", ledger_url=url,
+        ABCDP_PIPELINE,
+        SCHEMA,
+        config,
+        table,
+        out_dir=tmp_path / "releases",
+        ledger_url=url,
         noise=noise,
-    )  # fmt: skip
+    )
     return directory, url
 
 
@@ -65,9 +70,14 @@ def test_release_holds_the_accepted_draws_and_two_typed_ledger_entries(small_tab
     assert verify_release(directory).passed
     files = {p.name for p in directory.iterdir()}
     assert files == {
-        "posterior.parquet", "draws.parquet", "ledger.parquet", "manifest.json", "report.md",
-        "flip_probability.png", "posterior.png",
-    }  # fmt: skip
+        "posterior.parquet",
+        "draws.parquet",
+        "ledger.parquet",
+        "manifest.json",
+        "report.md",
+        "flip_probability.png",
+        "posterior.png",
+    }
     posterior = pd.read_parquet(directory / "posterior.parquet")
     draws = pd.read_parquet(directory / "draws.parquet")
     names = [f"theta_{i}" for i in range(1, 6)]
@@ -172,8 +182,14 @@ def test_zero_acceptances_commit_the_full_spend(small_table, tmp_path):
 def test_result_carries_no_secret_state():
     fields = {f.name for f in dataclasses.fields(ABCDPResult)}
     assert fields == {
-        "parameter_names", "draws", "accepted", "n_consumed", "n_hat", "n_sim", "noise_scale",
-    }  # fmt: skip
+        "parameter_names",
+        "draws",
+        "accepted",
+        "n_consumed",
+        "n_hat",
+        "n_sim",
+        "noise_scale",
+    }
 
 
 def test_seed_fixes_draws_and_features_but_not_the_decisions(small_table):
@@ -220,10 +236,22 @@ def test_cli_refuses_a_broken_model_before_any_spend(small_table, tmp_path):
     broken.write_text(source.replace("np.clip(y, 0.0, float(N_COMPONENTS))", "(y + 1.0)"))
     url = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
     result = invoke(
-        "infer", "abcdp", small_table, "--schema", SCHEMA, "--model",
-        f"{broken}:DirichletUniformMixture", "--epsilon", "1", "--n-samples", "3",
-        "--threshold", "0.1", "--ledger", url,
-    )  # fmt: skip
+        "infer",
+        "abcdp",
+        small_table,
+        "--schema",
+        SCHEMA,
+        "--model",
+        f"{broken}:DirichletUniformMixture",
+        "--epsilon",
+        "1",
+        "--n-samples",
+        "3",
+        "--threshold",
+        "0.1",
+        "--ledger",
+        url,
+    )
     assert result.exit_code == 2
     assert "outside the schema's bounds" in result.output
     with Ledger(url) as ledger:
@@ -232,9 +260,16 @@ def test_cli_refuses_a_broken_model_before_any_spend(small_table, tmp_path):
 
 def test_plan_command_prints_the_noise_without_data():
     result = invoke(
-        "infer", "abcdp-plan", "--epsilon", "1", "--n-samples", "10", "--n-hat-guess", "5000",
+        "infer",
+        "abcdp-plan",
+        "--epsilon",
+        "1",
+        "--n-samples",
+        "10",
+        "--n-hat-guess",
+        "5000",
         "--json",
-    )  # fmt: skip
+    )
     assert result.exit_code == 0
     summary = json.loads(result.stdout)
     assert summary["threshold_noise_scale"] == pytest.approx(11 / (0.95 * 5000))
@@ -245,10 +280,32 @@ def test_plan_command_prints_the_noise_without_data():
 def test_cli_release_through_prefect(prefect_server, small_table, tmp_path):
     url = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
     result = invoke(
-        "infer", "abcdp", small_table, "--schema", SCHEMA, "--model", MODEL, "--epsilon", "1",
-        "--n-samples", "3", "--threshold", "0.1", "--n-draws", "300", "--n-sim", "500",
-        "--n-features", "50", "--ledger", url, "--out", tmp_path / "releases", "--seed", "3",
-    )  # fmt: skip
+        "infer",
+        "abcdp",
+        small_table,
+        "--schema",
+        SCHEMA,
+        "--model",
+        MODEL,
+        "--epsilon",
+        "1",
+        "--n-samples",
+        "3",
+        "--threshold",
+        "0.1",
+        "--n-draws",
+        "300",
+        "--n-sim",
+        "500",
+        "--n-features",
+        "50",
+        "--ledger",
+        url,
+        "--out",
+        tmp_path / "releases",
+        "--seed",
+        "3",
+    )
     assert result.exit_code == 0, result.output
     directory = Path(result.stdout.strip().splitlines()[-1])
     assert verify_release(directory).passed

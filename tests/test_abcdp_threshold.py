@@ -68,17 +68,29 @@ def toy(tmp_path_factory) -> tuple[Path, Path]:
     models = directory / "models.py"
     models.write_text(TOY_MODELS)
     schema = directory / "schema.yaml"
-    schema.write_text(yaml.safe_dump({
-        "dataset": "toy-threshold", "budget": {"epsilon": 10.0, "delta": 0.0},
-        "columns": {"y": {"type": "continuous", "min": 0, "max": 1}},
-    }))  # fmt: skip
+    schema.write_text(
+        yaml.safe_dump(
+            {
+                "dataset": "toy-threshold",
+                "budget": {"epsilon": 10.0, "delta": 0.0},
+                "columns": {"y": {"type": "continuous", "min": 0, "max": 1}},
+            }
+        )
+    )
     return models, schema
 
 
 def _plan(toy, name: str, **changes):  # noqa: ANN202
     models, schema = toy
-    settings = dict(n_samples=10, threshold=0.1, epsilon=1.0, n_draws=1000, n_features=500,
-                    bandwidth=BANDWIDTH, seed=3)  # fmt: skip
+    settings = dict(
+        n_samples=10,
+        threshold=0.1,
+        epsilon=1.0,
+        n_draws=1000,
+        n_features=500,
+        bandwidth=BANDWIDTH,
+        seed=3,
+    )
     config = ABCDPConfig(model=f"{models}:{name}", **{**settings, **changes})
     return plan_abcdp_release(load_schema(schema), config).plan
 
@@ -150,8 +162,13 @@ def test_the_suggestion_for_the_bundled_model_lets_exact_abc_accept_c_draws() ->
     among the T, whose share of malignant tumours is pinned far tighter than its U(0, 1)
     prior (the test reads the real table; the plan does not)."""
     schema = load_schema(f"{ROOT}/data/breast_cancer.yaml")
-    config = ABCDPConfig(model=f"{ROOT}/data/models/breast_cancer_radius.py:RadiusByDiagnosis",
-                         n_samples=10, threshold=1.0, epsilon=1.0, seed=0)  # fmt: skip
+    config = ABCDPConfig(
+        model=f"{ROOT}/data/models/breast_cancer_radius.py:RadiusByDiagnosis",
+        n_samples=10,
+        threshold=1.0,
+        epsilon=1.0,
+        seed=0,
+    )
     summary = suggest_threshold(plan_abcdp_release(schema, config).plan, 569)
     separation = {row["level"]: row["value"] for row in summary["separation"]}
     assert summary["floor"]["q95"] <= summary["suggested"] < 0.5 * separation[0.5]
@@ -165,9 +182,26 @@ def test_the_suggestion_for_the_bundled_model_lets_exact_abc_accept_c_draws() ->
 
 def test_plan_command_suggests_a_threshold_from_the_model(toy) -> None:
     models, schema = toy
-    common = ("infer", "abcdp-plan", "--epsilon", "1", "--n-samples", "10", "--n-hat-guess",
-              "50", "--model", f"{models}:PointMass", "--schema", str(schema), "--n-draws",
-              "1000", "--bandwidth", str(BANDWIDTH), "--seed", "3")  # fmt: skip
+    common = (
+        "infer",
+        "abcdp-plan",
+        "--epsilon",
+        "1",
+        "--n-samples",
+        "10",
+        "--n-hat-guess",
+        "50",
+        "--model",
+        f"{models}:PointMass",
+        "--schema",
+        str(schema),
+        "--n-draws",
+        "1000",
+        "--bandwidth",
+        str(BANDWIDTH),
+        "--seed",
+        "3",
+    )
     result = CliRunner().invoke(app, [*common, "--json", "--threshold", "0.3"])
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)

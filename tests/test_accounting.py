@@ -131,9 +131,7 @@ def test_the_filter_checks_the_whole_composed_curve_at_every_order():
         "gaussian", 1.0, gaussian_delta(sigma, 1.0, 1.0), description=Gaussian(sigma, 1.0)
     )
     steps = [[laplace], [laplace, gaussian], [laplace, gaussian, gaussian]]
-    certifying = [
-        set(_certifying_orders([i.description for i in h], 6.0, 1e-6)) for h in steps
-    ]
+    certifying = [set(_certifying_orders([i.description for i in h], 6.0, 1e-6)) for h in steps]
     assert 256.0 in certifying[0] and min(certifying[0]) == 8.0
     assert 256.0 not in certifying[1] and certifying[1] == {10.0, 12.0, 16.0, 20.0, 32.0}
     assert certifying[2] == {12.0, 16.0, 20.0}

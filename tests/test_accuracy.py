@@ -78,16 +78,25 @@ def test_the_demo_release_is_graded_poor():
 
 def _encoder(columns: dict) -> Encoder:
     """The encoder of a schema with these columns (the checks here read no other key)."""
-    return Encoder(Schema.model_validate({
-        "dataset": "t", "max_rows": 10_000, "budget": {"epsilon": 1.0, "delta": 1e-6},
-        "columns": columns,
-    }))  # fmt: skip
+    return Encoder(
+        Schema.model_validate(
+            {
+                "dataset": "t",
+                "max_rows": 10_000,
+                "budget": {"epsilon": 1.0, "delta": 1e-6},
+                "columns": columns,
+            }
+        )
+    )
 
 
 ROWS = {
-    "n_synthetic": 20_000, "distinct": 20_000, "collapsed": False, "missing_categories": {},
+    "n_synthetic": 20_000,
+    "distinct": 20_000,
+    "collapsed": False,
+    "missing_categories": {},
     "cell_crowding": {},
-}  # fmt: skip
+}
 
 
 def test_verdict_is_usable_only_when_everything_holds():
@@ -107,8 +116,10 @@ def test_verdict_is_usable_only_when_everything_holds():
 
 def _measured(shape: tuple[int, ...]) -> list[Measurement]:
     """One-way a and b (16 cells), c (binary), and an (a, b, c) table of `shape`."""
-    own = [Measurement((name,), size, "gaussian", 1.0, 10_000.0)
-           for name, size in (("a", 16), ("b", 16), ("c", 2))]  # fmt: skip
+    own = [
+        Measurement((name,), size, "gaussian", 1.0, 10_000.0)
+        for name, size in (("a", 16), ("b", 16), ("c", 2))
+    ]
     table = Measurement(("a", "b", "c"), math.prod(shape), "gaussian", 1.0, 10_000.0, shape)
     return [*own, table]
 
@@ -118,8 +129,12 @@ def test_relations_are_coarse_when_most_columns_enter_them_in_two_cells():
     two cells; coarse when they are at least half of such columns (a binary column in two
     cells is exact and does not count)."""
     coarse = coarse_relations(_measured((2, 2, 2)))
-    assert coarse == {"columns_in_two_cells": ["a", "b"], "related_columns": 2, "coarse": True,
-                      "cells_with_target": []}  # fmt: skip
+    assert coarse == {
+        "columns_in_two_cells": ["a", "b"],
+        "related_columns": 2,
+        "coarse": True,
+        "cells_with_target": [],
+    }
     assert coarse_relations(_measured((4, 2, 2)))["coarse"]  # half of them
     assert not coarse_relations(_measured((4, 4, 2)))["coarse"]
     unstated = _measured((2, 2, 2))[:3] + [Measurement(("a", "b"), 4, "gaussian", 1.0, 1e4)]
@@ -151,25 +166,34 @@ def test_crowded_columns_are_numeric_columns_with_their_rows_in_a_few_wide_cells
     """Delays bounded by -120 and 1,440 minutes but mostly within an hour of 0: 90 % of the
     rows in at most 8 of 64 cells (24.4 minutes each); a spread column, a column with one
     cell per value and a categorical one are not crowded; missing values do not count."""
-    encoder = _encoder({
-        "delay": {"type": "integer", "min": -120, "max": 1440, "nullable": True},
-        "spread": {"type": "continuous", "min": 0, "max": 100},
-        "few": {"type": "integer", "min": 0, "max": 5},
-        "kind": {"type": "categorical", "categories": ["a", "b"]},
-        "visits": {"type": "integer", "min": 0, "max": 200},
-    })  # fmt: skip
+    encoder = _encoder(
+        {
+            "delay": {"type": "integer", "min": -120, "max": 1440, "nullable": True},
+            "spread": {"type": "continuous", "min": 0, "max": 100},
+            "few": {"type": "integer", "min": 0, "max": 5},
+            "kind": {"type": "categorical", "categories": ["a", "b"]},
+            "visits": {"type": "integer", "min": 0, "max": 200},
+        }
+    )
     rng = np.random.default_rng(0)
     n = 5_000
     delay = np.clip(np.round(rng.normal(5, 20, n)), -120, 1440)
-    frame = pd.DataFrame({
-        "delay": pd.array(np.where(rng.random(n) < 0.3, None, delay), dtype="Int64"),
-        "spread": rng.uniform(0, 100, n), "few": rng.integers(0, 6, n),
-        "kind": rng.choice(["a", "b"], n), "visits": rng.geometric(0.5, n) - 1,
-    })  # fmt: skip
+    frame = pd.DataFrame(
+        {
+            "delay": pd.array(np.where(rng.random(n) < 0.3, None, delay), dtype="Int64"),
+            "spread": rng.uniform(0, 100, n),
+            "few": rng.integers(0, 6, n),
+            "kind": rng.choice(["a", "b"], n),
+            "visits": rng.geometric(0.5, n) - 1,
+        }
+    )
     encoded = encoder.encode(frame)
-    one_way = [Measurement(("delay",), 67, "gaussian", 1.0, n), Measurement(("spread",), 64,
-               "gaussian", 1.0, n), Measurement(("few",), 6, "gaussian", 1.0, n),
-               Measurement(("kind",), 2, "gaussian", 1.0, n)]  # fmt: skip
+    one_way = [
+        Measurement(("delay",), 67, "gaussian", 1.0, n),
+        Measurement(("spread",), 64, "gaussian", 1.0, n),
+        Measurement(("few",), 6, "gaussian", 1.0, n),
+        Measurement(("kind",), 2, "gaussian", 1.0, n),
+    ]
     crowding = cell_crowding(encoder, encoded, one_way)
     assert list(crowding) == ["delay", "spread"]  # numeric columns with wide cells only
     assert all(set(r) == set(crowding["delay"]) for r in crowding.values())  # the same keys
@@ -206,20 +230,25 @@ def test_weak_cells_name_a_mean_that_rests_on_cells_the_noise_can_fill():
     """A count with a few synthetic rows far out, in a cell whose count under the synthetic
     shares is below 2 noise SDs: its mean with and without them, and the verdict names it;
     the same rows under little noise, or a column without such rows, are not named."""
-    encoder = _encoder({
-        "visits": {"type": "integer", "min": 0, "max": 200, "nullable": True},
-        "spread": {"type": "continuous", "min": 0, "max": 100},
-    })  # fmt: skip
+    encoder = _encoder(
+        {
+            "visits": {"type": "integer", "min": 0, "max": 200, "nullable": True},
+            "spread": {"type": "continuous", "min": 0, "max": 100},
+        }
+    )
     n = 10_000  # 95 % zeros, 4.5 % in 1-12 (one cell), 0.5 % at 150 (another)
     visits = np.repeat([0, 6, 150], [9_500, 450, 50])
     spread = np.linspace(0.0, 100.0, n)
-    encoded = encoder.encode(pd.DataFrame({
-        "visits": pd.array(visits, dtype="Int64"), "spread": spread}))  # fmt: skip
+    encoded = encoder.encode(
+        pd.DataFrame({"visits": pd.array(visits, dtype="Int64"), "spread": spread})
+    )
     total = 5_000.0  # the 150s' cell holds 25 rows under the synthetic shares
 
     def check(std: float) -> dict:
-        measurements = [Measurement(("visits",), 19, "gaussian", std, total),
-                        Measurement(("spread",), 16, "gaussian", std, total)]  # fmt: skip
+        measurements = [
+            Measurement(("visits",), 19, "gaussian", std, total),
+            Measurement(("spread",), 16, "gaussian", std, total),
+        ]
         return weak_cells(encoder, encoded, measurements)
 
     noisy = check(20.0)  # 2 SDs = 40 > 25: weak
@@ -296,8 +325,9 @@ def test_a_far_tail_on_weak_cells_is_named_where_the_mean_check_is_silent():
 
     def integer_record(visits: np.ndarray, std: float, total: float) -> dict:
         encoded = counts.encode(pd.DataFrame({"visits": visits}))
-        return weak_cells(counts, encoded, [Measurement(("visits",), 16, "gaussian", std,
-                                                        total)])["visits"]  # fmt: skip
+        return weak_cells(counts, encoded, [Measurement(("visits",), 16, "gaussian", std, total)])[
+            "visits"
+        ]
 
     visits = np.concatenate([np.repeat(np.arange(20), 490), np.full(150, 60)])  # 1.5 % at 60
     span = integer_record(visits, 50.0, 5_000.0)
@@ -329,8 +359,10 @@ def test_a_noise_lifted_cell_apart_from_the_body_leaves_the_tail_named():
     std, total = 20.0, 5_000.0  # 10,000 synthetic rows: a cell's DP count is half its rows
 
     def record(far: dict[float, int]) -> dict:
-        values = [np.linspace(0.5, 49.5, 10_000 - 150 - sum(far.values())),
-                  np.linspace(51.0, 86.0, 150)]  # 25 rows a cell in 50-87.5: 0.6 SDs
+        values = [
+            np.linspace(0.5, 49.5, 10_000 - 150 - sum(far.values())),
+            np.linspace(51.0, 86.0, 150),
+        ]  # 25 rows a cell in 50-87.5: 0.6 SDs
         values += [np.full(rows, at) for at, rows in far.items()]
         encoded = encoder.encode(pd.DataFrame({"wages": np.concatenate(values)}))
         measurement = Measurement(("wages",), 16, "gaussian", std, total)
@@ -355,8 +387,14 @@ def test_a_nullable_columns_cells_count_every_synthetic_row():
     body hold 60 of the 10,000 rows, 1.5 noise SDs each (3 SDs each on the shares of the rows
     with a value), so they are weak and the 1.2 % of the values in them are a tail on noise."""
     encoder = _encoder({"wages": {"type": "continuous", "min": 0, "max": 100, "nullable": True}})
-    values = np.concatenate([np.linspace(0.5, 49.5, 4_940), np.full(30, 51.0),
-                             np.full(30, 57.0), np.full(5_000, np.nan)])  # fmt: skip
+    values = np.concatenate(
+        [
+            np.linspace(0.5, 49.5, 4_940),
+            np.full(30, 51.0),
+            np.full(30, 57.0),
+            np.full(5_000, np.nan),
+        ]
+    )
     encoded = encoder.encode(pd.DataFrame({"wages": values}))
     measurement = Measurement(("wages",), 17, "gaussian", 20.0, 10_000.0)  # 16 + "missing"
     wages = weak_cells(encoder, encoded, [measurement])["wages"]

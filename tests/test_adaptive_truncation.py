@@ -103,8 +103,10 @@ def test_likelihood_is_exact_for_sigma_far_above_the_noise_scale() -> None:
                     + middle
                 )
                 assert value == pytest.approx(math.log(reference), rel=1e-9, abs=1e-9), (
-                    sigma, mu, y,
-                )  # fmt: skip
+                    sigma,
+                    mu,
+                    y,
+                )
 
 
 # Spec section 3.2 table: A -> {epsilon: (F[1,1], F[2,2])}.

@@ -19,25 +19,37 @@ from dprelease.inference.truncation.oracle import grid_posterior
 POSITIONS = (10.0, 15.0, 20.0, 30.0, 45.0)  # public interval centres, 300 releases each
 EPSILON = 2.0
 
+
 def _transcript(values: np.ndarray, noise) -> pd.DataFrame:  # noqa: ANN001
     centres = np.repeat(POSITIONS, len(values) // len(POSITIONS))
     lo, hi = centres - 0.5, centres + 0.5
-    y = np.array([
-        laplace_release(x, a, b, EPSILON, noise) for x, a, b in zip(values, lo, hi, strict=True)
-    ]).ravel()  # fmt: skip
-    return pd.DataFrame({"t": np.arange(1, len(y) + 1), "l": lo, "r": hi,
-                         "noise_scale": (hi - lo) / EPSILON, "y": y})  # fmt: skip
+    y = np.array(
+        [laplace_release(x, a, b, EPSILON, noise) for x, a, b in zip(values, lo, hi, strict=True)]
+    ).ravel()
+    return pd.DataFrame(
+        {
+            "t": np.arange(1, len(y) + 1),
+            "l": lo,
+            "r": hi,
+            "noise_scale": (hi - lo) / EPSILON,
+            "y": y,
+        }
+    )
+
 
 def _posterior_draws(transcript: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """4000 draws of the exact grid posterior (flat-ish prior) of the normal model."""
     grid = grid_posterior(
-        transcript, NormalPrior(25.0, 1e4, 0.5, 0.5), np.linspace(5, 45, 41),
+        transcript,
+        NormalPrior(25.0, 1e4, 0.5, 0.5),
+        np.linspace(5, 45, 41),
         np.linspace(np.log(2.0), np.log(60.0), 41),
-    )  # fmt: skip
+    )
     rng = np.random.default_rng(0)
     cells = rng.choice(grid.mass.size, size=4000, p=grid.mass.ravel())
     i, j = np.unravel_index(cells, grid.mass.shape)
     return grid.mu_grid[i], np.exp(grid.log_sigma_grid[j])
+
 
 def test_censored_moments_match_simulation() -> None:
     x = np.random.default_rng(1).normal(3.0, 2.0, 400_000)
@@ -45,6 +57,7 @@ def test_censored_moments_match_simulation() -> None:
     clamped = np.clip(x, 1.0, 4.5)
     assert mean[0] == pytest.approx(clamped.mean(), abs=3e-3)
     assert var[0] == pytest.approx(clamped.var(), rel=3e-3)
+
 
 def test_check_passes_a_normal_column_and_warns_on_a_lumpy_one(seeded_noise) -> None:
     rng = np.random.default_rng(2)

@@ -31,16 +31,29 @@ FIXED = (TRUTH_MU - 10 * TRUTH_SIGMA, TRUTH_MU + 10 * TRUTH_SIGMA)  # paper's or
 
 
 def _run(
-    seeded_noise, epsilon: float, n: int, particles: int, seed: int, engine: str = "ibis",
-    fixed: bool = False, score: str = "mu",
-) -> AdaptiveTruncationResult:  # fmt: skip
+    seeded_noise,
+    epsilon: float,
+    n: int,
+    particles: int,
+    seed: int,
+    engine: str = "ibis",
+    fixed: bool = False,
+    score: str = "mu",
+) -> AdaptiveTruncationResult:
     values = np.random.default_rng(100 + seed).normal(TRUTH_MU, TRUTH_SIGMA, n)
     return run_adaptive_truncation(
-        values, n, design=design_truncation(epsilon=epsilon, score=score), prior=PAPER_PRIOR,
+        values,
+        n,
+        design=design_truncation(epsilon=epsilon, score=score),
+        prior=PAPER_PRIOR,
         bounds=BOUNDS,
-        epsilon=epsilon, noise=seeded_noise(seed), rng=np.random.default_rng(seed),
-        engine=engine, n_particles=particles, fixed_interval=FIXED if fixed else None,
-    )  # fmt: skip
+        epsilon=epsilon,
+        noise=seeded_noise(seed),
+        rng=np.random.default_rng(seed),
+        engine=engine,
+        n_particles=particles,
+        fixed_interval=FIXED if fixed else None,
+    )
 
 
 def _agreement(result: AdaptiveTruncationResult) -> dict[str, float]:
@@ -49,9 +62,13 @@ def _agreement(result: AdaptiveTruncationResult) -> dict[str, float]:
 
 @pytest.mark.parametrize(
     "epsilon, n, particles, fixed, score",
-    [(1.0, 300, 500, False, "mu"), (1.0, 300, 500, True, "mu"), (5.0, 600, 600, False, "mu"),
-     (1.0, 300, 500, False, "det")],
-)  # fmt: skip
+    [
+        (1.0, 300, 500, False, "mu"),
+        (1.0, 300, 500, True, "mu"),
+        (5.0, 600, 600, False, "mu"),
+        (1.0, 300, 500, False, "det"),
+    ],
+)
 def test_c4_ibis_matches_the_grid_posterior(
     seeded_noise, epsilon: float, n: int, particles: int, fixed: bool, score: str
 ) -> None:
@@ -88,8 +105,14 @@ def test_transcript_and_trajectory_are_complete(seeded_noise) -> None:
     result = _run(seeded_noise, 2.0, 120, 200, seed=4)
     transcript = result.transcript
     assert list(transcript.columns) == [
-        "t", "l", "r", "noise_scale", "y", "thompson_mu", "thompson_sigma",
-    ]  # fmt: skip
+        "t",
+        "l",
+        "r",
+        "noise_scale",
+        "y",
+        "thompson_mu",
+        "thompson_sigma",
+    ]
     assert transcript["t"].tolist() == list(range(1, 121))
     np.testing.assert_allclose(transcript["noise_scale"], (transcript.r - transcript.l) / 2.0)
     assert (transcript.l >= BOUNDS[0]).all() and (transcript.r <= BOUNDS[1]).all()

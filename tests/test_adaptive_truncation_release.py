@@ -69,9 +69,19 @@ def test_cli_refuses_before_any_spend(census, tmp_path, extra, message) -> None:
     table, schema = census
     ledger = tmp_path / "ledger.sqlite"
     result = invoke(
-        "infer", "adaptive-truncation", table, "--schema", schema, "--epsilon", "1",
-        "--ledger", f"sqlite:///{ledger}", "--out", tmp_path / "out", *extra,
-    )  # fmt: skip
+        "infer",
+        "adaptive-truncation",
+        table,
+        "--schema",
+        schema,
+        "--epsilon",
+        "1",
+        "--ledger",
+        f"sqlite:///{ledger}",
+        "--out",
+        tmp_path / "out",
+        *extra,
+    )
     assert result.exit_code == 2, result.output
     assert message in result.output
     assert not (tmp_path / "out").exists()
@@ -88,8 +98,11 @@ def test_design_truncation_command_is_public_and_prints_the_design() -> None:
     assert design["fisher"][0][0] == pytest.approx(0.6122, abs=1e-4)
     default = json.loads(invoke("infer", "design-truncation", "--epsilon", "1", "--json").output)
     assert (default["score"], default["a"], default["b"], default["mirrored"]) == (
-        "det", -0.78, -0.72, True,
-    )  # fmt: skip
+        "det",
+        -0.78,
+        -0.72,
+        True,
+    )
     refused = invoke("infer", "design-truncation", "--epsilon", "-1")
     assert refused.exit_code == 2 and "epsilon must be a positive" in refused.output
 
@@ -99,9 +112,14 @@ def _library_release(census, tmp_path, noise) -> Path:
     table, schema_path = census
     config = TruncationConfig(column="age", epsilon=2.0, n_steps=150, particles=200, seed=3)
     return publish_release(
-        TRUNCATION_PIPELINE, schema_path, config, table, out_dir=tmp_path / "releases",
-        ledger_url=f"sqlite:///{tmp_path / 'ledger.sqlite'}", noise=noise,
-    )  # fmt: skip
+        TRUNCATION_PIPELINE,
+        schema_path,
+        config,
+        table,
+        out_dir=tmp_path / "releases",
+        ledger_url=f"sqlite:///{tmp_path / 'ledger.sqlite'}",
+        noise=noise,
+    )
 
 
 def test_release_verifies_and_states_t_but_no_row_count(census, tmp_path, seeded_noise) -> None:
@@ -122,8 +140,10 @@ def test_release_verifies_and_states_t_but_no_row_count(census, tmp_path, seeded
     (entry,) = ledger
     params = json.loads(entry["params"])
     assert (entry["mechanism"], entry["epsilon"], entry["delta"]) == (
-        "adaptive_truncation_laplace", 2.0, 0.0,
-    )  # fmt: skip
+        "adaptive_truncation_laplace",
+        2.0,
+        0.0,
+    )
     assert params["n_steps"] == 150 and params["bounds"] == [17.0, 90.0]
     assert json.loads(entry["description"])["kind"] == "pure_epsilon"
     transcript = pq.read_table(directory / TRANSCRIPT_FILE).to_pandas()
@@ -155,10 +175,25 @@ def test_cli_release_with_a_dp_count_through_prefect(prefect_server, census, tmp
     ledger_url = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
     common = ("--schema", schema, "--ledger", ledger_url, "--out", tmp_path / "releases")
     result = invoke(
-        "infer", "adaptive-truncation", table, *common, "--column", "hours",
-        "--epsilon", "2", "--delta", "1e-6", "--count-epsilon", "0.5", "--max-steps", "80",
-        "--particles", "200", "--on-invalid-rows", "drop",
-    )  # fmt: skip
+        "infer",
+        "adaptive-truncation",
+        table,
+        *common,
+        "--column",
+        "hours",
+        "--epsilon",
+        "2",
+        "--delta",
+        "1e-6",
+        "--count-epsilon",
+        "0.5",
+        "--max-steps",
+        "80",
+        "--particles",
+        "200",
+        "--on-invalid-rows",
+        "drop",
+    )
     assert result.exit_code == 0, result.output
     directory = Path(result.stdout.strip().splitlines()[-1])
     assert verify_release(directory).passed
@@ -181,9 +216,17 @@ def test_cli_release_with_a_dp_count_through_prefect(prefect_server, census, tmp
     small = tmp_path / "small.csv"
     census_like(300, seed=6).to_csv(small, index=False)
     refused = invoke(
-        "infer", "adaptive-truncation", small, *common, "--column", "age", "--epsilon", "1",
-        "--n-steps", "1000",
-    )  # fmt: skip
+        "infer",
+        "adaptive-truncation",
+        small,
+        *common,
+        "--column",
+        "age",
+        "--epsilon",
+        "1",
+        "--n-steps",
+        "1000",
+    )
     assert refused.exit_code == 2 and BELOW_MIN_ROWS in refused.output
     assert "300" not in refused.output
     with Ledger(ledger_url) as book:
@@ -211,9 +254,14 @@ def test_a_nullable_column_releases_the_posterior_of_its_values_present(
         column="capital_gain", epsilon=1.0, count_epsilon=5.0, max_steps=60, particles=100, seed=2
     )
     directory = publish_release(
-        TRUNCATION_PIPELINE, schema_path, config, table, out_dir=tmp_path / "releases",
-        ledger_url=f"sqlite:///{tmp_path / 'ledger.sqlite'}", noise=RecordingNoise(12),
-    )  # fmt: skip
+        TRUNCATION_PIPELINE,
+        schema_path,
+        config,
+        table,
+        out_dir=tmp_path / "releases",
+        ledger_url=f"sqlite:///{tmp_path / 'ledger.sqlite'}",
+        noise=RecordingNoise(12),
+    )
     assert sizes == [present]
     assert verify_release(directory).passed
     manifest = json.loads((directory / "manifest.json").read_text())
@@ -257,19 +305,29 @@ def test_the_trajectory_figure_keeps_sigma_in_the_bounds_range_and_the_mean_on_t
     of 1e5 and 95 % quantiles of 1e6 on a column bounded in [16, 100]: the figure draws sigma's
     median and 5-95 % band clipped to (max - min)/2 = 42, the largest spread a column in the
     bounds can have, and draws mu's posterior mean above its band and the intervals."""
-    trajectory = pd.DataFrame({
-        "t": [1, 2, 3, 4, 5],
-        "mu_mean": [70.0, 45.0, 40.0, 38.5, 38.0], "mu_sd": [60.0, 20.0, 5.0, 2.0, 1.0],
-        "mu_q05": [-20.0, 10.0, 32.0, 35.0, 36.4], "mu_q50": [68.0, 44.0, 40.0, 38.4, 38.0],
-        "mu_q95": [160.0, 80.0, 48.0, 42.0, 39.6],
-        "sigma_mean": [1e5, 3e3, 80.0, 13.0, 12.0], "sigma_sd": [1e6, 1e4, 500.0, 3.0, 2.0],
-        "sigma_q05": [0.01, 1.0, 5.0, 9.0, 10.0], "sigma_q50": [0.5, 30.0, 60.0, 12.0, 11.5],
-        "sigma_q95": [1e6, 1e4, 300.0, 17.0, 14.0], "ess": [900.0, 800.0, 700.0, 600.0, 500.0],
-    })  # fmt: skip
-    transcript = pd.DataFrame({
-        "t": [1, 2, 3, 4, 5], "l": [16.0, 40.0, 30.0, 36.0, 37.0],
-        "r": [16.1, 41.0, 33.0, 37.0, 38.0],
-    })  # fmt: skip
+    trajectory = pd.DataFrame(
+        {
+            "t": [1, 2, 3, 4, 5],
+            "mu_mean": [70.0, 45.0, 40.0, 38.5, 38.0],
+            "mu_sd": [60.0, 20.0, 5.0, 2.0, 1.0],
+            "mu_q05": [-20.0, 10.0, 32.0, 35.0, 36.4],
+            "mu_q50": [68.0, 44.0, 40.0, 38.4, 38.0],
+            "mu_q95": [160.0, 80.0, 48.0, 42.0, 39.6],
+            "sigma_mean": [1e5, 3e3, 80.0, 13.0, 12.0],
+            "sigma_sd": [1e6, 1e4, 500.0, 3.0, 2.0],
+            "sigma_q05": [0.01, 1.0, 5.0, 9.0, 10.0],
+            "sigma_q50": [0.5, 30.0, 60.0, 12.0, 11.5],
+            "sigma_q95": [1e6, 1e4, 300.0, 17.0, 14.0],
+            "ess": [900.0, 800.0, 700.0, 600.0, 500.0],
+        }
+    )
+    transcript = pd.DataFrame(
+        {
+            "t": [1, 2, 3, 4, 5],
+            "l": [16.0, 40.0, 30.0, 36.0, 37.0],
+            "r": [16.1, 41.0, 33.0, 37.0, 38.0],
+        }
+    )
     bounds, ceiling = (16.0, 100.0), 42.0
     series = trajectory_series(trajectory, bounds)
     for values in (series["sigma"], *series["sigma_band"]):

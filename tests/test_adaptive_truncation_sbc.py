@@ -77,11 +77,16 @@ def test_default_release_learns_sigma_of_a_narrow_column_in_wide_bounds(seeded_n
     [8.8, 20.3]; docs/decisions/0029-posterior-releases.md). Seeded (test noise), so
     deterministic."""
     schema = Schema.model_validate(
-        {"dataset": "narrow", "min_rows": 600, "budget": {"epsilon": 10.0, "delta": 1e-5},
-         "columns": {"x": {"type": "continuous", "min": 0, "max": 100}}}
-    )  # fmt: skip
-    plan = plan_truncation_release(schema, TruncationConfig(column="x", epsilon=1.0, n_steps=600,
-                                                            particles=300, seed=1))  # fmt: skip
+        {
+            "dataset": "narrow",
+            "min_rows": 600,
+            "budget": {"epsilon": 10.0, "delta": 1e-5},
+            "columns": {"x": {"type": "continuous", "min": 0, "max": 100}},
+        }
+    )
+    plan = plan_truncation_release(
+        schema, TruncationConfig(column="x", epsilon=1.0, n_steps=600, particles=300, seed=1)
+    )
     values = np.clip(np.random.default_rng(37).normal(37.0, 4.0, 600), 0, 100)
     summary = run_truncation(plan, values, seeded_noise(4)).result.posterior.summary()
     assert summary["sigma_q05"] <= 4.0 <= summary["sigma_q95"] < 8.0, summary

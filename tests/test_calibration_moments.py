@@ -95,9 +95,14 @@ def _calibrated(real: np.ndarray, synthetic: np.ndarray, noise):
     sums = release_sums(features, real, fixed, noise)
     held = HeldMargins(NUMERIC, 32, synthetic)
     result = calibrate(
-        sums, fixed.noise_variance, features.matrix(synthetic), features.shapes,
-        ess_floor=0.2, moments=moments, held=held,
-    )  # fmt: skip
+        sums,
+        fixed.noise_variance,
+        features.matrix(synthetic),
+        features.shapes,
+        ess_floor=0.2,
+        moments=moments,
+        held=held,
+    )
     return moments, fixed, sums, held, result
 
 
@@ -125,9 +130,14 @@ def test_numeric_target_schema_through_estimate(seeded_noise):
     real = _numeric_rows(5_000, rng)
     synthetic = _independent(np.tile(real, (2, 1)), rng)
     est = estimate(
-        "calibration", real, synthetic, epsilon=1.0, delta=1e-5, noise=seeded_noise(1),
+        "calibration",
+        real,
+        synthetic,
+        epsilon=1.0,
+        delta=1e-5,
+        noise=seeded_noise(1),
         encoder=NUMERIC,
-    )  # fmt: skip
+    )
     # moments c y z: z = x and the levels b, c of g (level a is y minus them: held)
     assert est.details["moments"]["count"] == 3
     assert est.details["moments"]["squared_l2_bound"] == 2.0  # m - 1 other columns
@@ -153,9 +163,16 @@ def test_tempering_keeps_the_measured_one_way_margins(seeded_noise):
 
     def fit(**options):  # noqa: ANN003, ANN202
         return estimate(
-            "calibration", real, synthetic, epsilon=1.0, delta=1e-5, noise=seeded_noise(3),
-            encoder=CATEGORICAL, ess_floor=0.9, **options,
-        )  # fmt: skip
+            "calibration",
+            real,
+            synthetic,
+            epsilon=1.0,
+            delta=1e-5,
+            noise=seeded_noise(3),
+            encoder=CATEGORICAL,
+            ess_floor=0.9,
+            **options,
+        )
 
     held = HeldMargins(CATEGORICAL, generator.bins, synthetic)
     est = fit()
@@ -269,8 +286,10 @@ def test_the_moment_matrix_is_the_same_built_in_chunks(monkeypatch):
     import dprelease.weights.calibration.target_moments as target_moments
 
     rng = np.random.default_rng(1)
-    for encoder, rows in ((NUMERIC, _numeric_rows(301, rng)),
-                          (CATEGORICAL, _categorical_rows(301, 0.7, rng))):  # fmt: skip
+    for encoder, rows in (
+        (NUMERIC, _numeric_rows(301, rng)),
+        (CATEGORICAL, _categorical_rows(301, 0.7, rng)),
+    ):
         moments = TargetMoments(encoder, 0.7)
         whole = moments.matrix(rows).toarray()
         monkeypatch.setattr(target_moments, "CHUNK_ROWS", 100)

@@ -291,9 +291,15 @@ def test_weights_fix_a_missing_interaction_and_respect_the_ess_floor(seeded_nois
 
     def fit(**options):  # noqa: ANN003, ANN202
         est = estimate(
-            "calibration", real, synthetic, epsilon=1.0, delta=1e-5, noise=seeded_noise(0),
-            encoder=ENCODER, **options,
-        )  # fmt: skip
+            "calibration",
+            real,
+            synthetic,
+            epsilon=1.0,
+            delta=1e-5,
+            noise=seeded_noise(0),
+            encoder=ENCODER,
+            **options,
+        )
         w = est.weights
         return est, np.sum(w * (high & yes)) / np.sum(w * high)
 

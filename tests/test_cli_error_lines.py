@@ -29,7 +29,9 @@ def test_a_repeated_header_name_is_one_error_line_naming_the_repetition_first(tm
     assert result.exit_code == 2, result.output
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     errors = [line for line in lines if line.startswith("error:")]
-    assert errors == [f"error: {table}: duplicate column names in the header: age (each column "
-                      "needs a distinct name)"]  # fmt: skip
+    assert errors == [
+        f"error: {table}: duplicate column names in the header: age (each column "
+        "needs a distinct name)"
+    ]
     details = [line for line in lines if not line.startswith(("error:", "ledger:"))]
     assert details == [f"  {table}: missing columns required by the schema: wage"]

@@ -163,13 +163,22 @@ def test_errors_that_need_no_data_are_one_line_before_prefect(table, tmp_path):
         ((*release, extra, "--schema", schema), 2, "1 column not in the schema"),
         ((*release, table, "--schema", broken_schema), 2, "invalid schema"),
         ((*release, table, "--schema", schema, "--generator", "nope"), 2, "unknown generator"),
-        ((*release, table, "--schema", schema, "--weights", "logreg"), 2,
-         "not differentially private"),
-        (("release", table, "--schema", schema, "--epsilon", "5"), 3,
-         "refusing before reading the data"),
-        (("evaluate", table, "--schema", schema, "--epsilons", "1,5"), 2,
-         "--epsilons 5 exceeds the dataset's cap"),
-    ]  # fmt: skip
+        (
+            (*release, table, "--schema", schema, "--weights", "logreg"),
+            2,
+            "not differentially private",
+        ),
+        (
+            ("release", table, "--schema", schema, "--epsilon", "5"),
+            3,
+            "refusing before reading the data",
+        ),
+        (
+            ("evaluate", table, "--schema", schema, "--epsilons", "1,5"),
+            2,
+            "--epsilons 5 exceeds the dataset's cap",
+        ),
+    ]
     # No Prefect server is reachable at this address: a run that tried to start a flow
     # would fail with another message.
     argvs = json.dumps([[str(arg) for arg in argv] for argv, _, _ in cases])
@@ -195,15 +204,22 @@ def test_errors_that_need_no_data_are_one_line_before_prefect(table, tmp_path):
 # --- CLI through Prefect ------------------------------------------------------------------
 
 
-def test_only_epsilon_publishes_with_the_documented_default_delta(
-    prefect_server, table, tmp_path
-):
+def test_only_epsilon_publishes_with_the_documented_default_delta(prefect_server, table, tmp_path):
     schema = write_schema(tmp_path)
     out = tmp_path / "releases"
     result = CliRunner().invoke(
         app,
-        ["release", str(table), "--schema", str(schema), "--epsilon", "1", "--out", str(out),
-         "--allow-unreliable-weights"],
+        [
+            "release",
+            str(table),
+            "--schema",
+            str(schema),
+            "--epsilon",
+            "1",
+            "--out",
+            str(out),
+            "--allow-unreliable-weights",
+        ],
     )
     assert result.exit_code == 0, result.output
     assert "first release of dataset 'first-hour' in this ledger" in result.stderr
@@ -223,9 +239,19 @@ def test_only_epsilon_publishes_with_the_documented_default_delta(
     try:
         again = CliRunner().invoke(
             app,
-            ["release", str(table), "--schema", str(schema), "--epsilon", "1",
-             "--out", str(tmp_path / "other-out"), "--n-synthetic", "1000",
-             "--allow-unreliable-weights"],
+            [
+                "release",
+                str(table),
+                "--schema",
+                str(schema),
+                "--epsilon",
+                "1",
+                "--out",
+                str(tmp_path / "other-out"),
+                "--n-synthetic",
+                "1000",
+                "--allow-unreliable-weights",
+            ],
         )
     finally:
         os.chdir(ROOT)
@@ -238,8 +264,19 @@ def test_only_epsilon_publishes_with_the_documented_default_delta(
 def test_pure_epsilon_cap_publishes_with_only_epsilon(prefect_server, table, tmp_path):
     schema = write_schema(tmp_path, cap_delta=0.0)
     result = CliRunner().invoke(
-        app, ["release", str(table), "--schema", str(schema), "--epsilon", "1",
-              "--out", str(tmp_path / "releases"), "--n-synthetic", "1000"],
+        app,
+        [
+            "release",
+            str(table),
+            "--schema",
+            str(schema),
+            "--epsilon",
+            "1",
+            "--out",
+            str(tmp_path / "releases"),
+            "--n-synthetic",
+            "1000",
+        ],
     )
     assert result.exit_code == 0, result.output
     manifest = json.loads((Path(result.stdout.strip()) / "manifest.json").read_text())
@@ -255,7 +292,14 @@ def test_error_inside_the_flow_is_one_line(prefect_server, table, tmp_path):
     frame.loc[3, "region"] = "atlantis"
     frame.to_csv(bad, index=False)
     result = run_cli(
-        "release", bad, "--schema", schema, "--epsilon", "1", "--out", tmp_path / "r",
+        "release",
+        bad,
+        "--schema",
+        schema,
+        "--epsilon",
+        "1",
+        "--out",
+        tmp_path / "r",
         env={"PREFECT_API_URL": prefect_server},
     )
     one_clean_error(result, 2, "not among the schema's categories")
@@ -273,14 +317,27 @@ def test_on_invalid_rows_drop_publishes_and_says_so(prefect_server, table, tmp_p
     for path, code in ((bad, 0), (empty, 5)):  # published; an empty table's is not usable
         result = CliRunner().invoke(
             app,
-            ["release", str(path), "--schema", str(schema), "--epsilon", "1",
-             "--out", str(tmp_path / "releases"), "--on-invalid-rows", "drop",
-             "--n-synthetic", "1000", "--allow-unreliable-weights"],
+            [
+                "release",
+                str(path),
+                "--schema",
+                str(schema),
+                "--epsilon",
+                "1",
+                "--out",
+                str(tmp_path / "releases"),
+                "--on-invalid-rows",
+                "drop",
+                "--n-synthetic",
+                "1000",
+                "--allow-unreliable-weights",
+            ],
         )
         assert result.exit_code == code, result.output
         manifest = json.loads((Path(result.stdout.strip()) / "manifest.json").read_text())
-        assert "invalid input rows were dropped inside the mechanism" in (
-            manifest["privacy_statement"]
+        assert (
+            "invalid input rows were dropped inside the mechanism"
+            in (manifest["privacy_statement"])
         )
         assert manifest["configuration"]["release"]["on_invalid_rows"] == "drop"
 
@@ -352,8 +409,16 @@ def test_the_verdict_is_shown_and_a_not_usable_release_exits_5(table, tmp_path, 
         "not usable": build_release(tmp_path / "poor", epsilon=0.1, n_real=300, weights="none"),
         "usable with caution": build_release(tmp_path / "fair", weights="none"),
     }
-    command = ["release", str(table), "--schema", str(write_schema(tmp_path)), "--epsilon", "1",
-               "--out", str(tmp_path / "out")]  # fmt: skip
+    command = [
+        "release",
+        str(table),
+        "--schema",
+        str(write_schema(tmp_path)),
+        "--epsilon",
+        "1",
+        "--out",
+        str(tmp_path / "out"),
+    ]
     for verdict, code in (("not usable", 5), ("usable with caution", 0)):
         directory = built[verdict]
         monkeypatch.setattr(support, "run_flow", lambda *_, directory=directory, **__: directory)

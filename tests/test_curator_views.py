@@ -180,9 +180,12 @@ def test_the_privacy_statement_says_an_rdp_datasets_sum_is_no_overspend():
         "accountant_total": Spend(1.81, 1e-6),
     }
     statement = privacy_statement(
-        spends["release_spend"], spends["dataset_total"], spends["cap"], "rdp",
+        spends["release_spend"],
+        spends["dataset_total"],
+        spends["cap"],
+        "rdp",
         accountant_total=spends["accountant_total"],
-    )  # fmt: skip
+    )
     assert (
         "dataset total epsilon=5.5, delta=1.1e-07 (basic composition, the entries' sum: under "
         "rdp it may exceed the cap without any overspend); under rdp composition"

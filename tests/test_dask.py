@@ -72,9 +72,11 @@ def test_reduced_counts_equal_one_machine_and_noise_is_drawn_once(cluster, parts
     from distributed import Client
 
     generator = IndependentMarginals(ENCODER, 1.0)
-    expected = StreamingInput(str(parts), SCHEMA, chunk_rows=500).scan(
-        ENCODER, generator.cell_counts
-    ).counts
+    expected = (
+        StreamingInput(str(parts), SCHEMA, chunk_rows=500)
+        .scan(ENCODER, generator.cell_counts)
+        .counts
+    )
     with Client(cluster):
         counts = dask_cell_counts(
             StreamingInput(str(parts), SCHEMA), ENCODER, generator.cell_counts
@@ -132,14 +134,28 @@ def test_evaluation_grid_on_dask_matches_threads(prefect_server, cluster, tmp_pa
     )
     result = CliRunner().invoke(
         app,
-        ["evaluate", str(ROOT / "data" / "breast_cancer.csv"), "--schema",
-         str(ROOT / "data" / "breast_cancer.yaml"), "--generators", "marginals",
-         "--weights", "beta_debiased",
-         "--epsilons", "2", "--seeds", "1", "--n-synthetic", "1000",
-         "--out", str(tmp_path / "dask"),
-         "--dask", cluster.scheduler_address],
+        [
+            "evaluate",
+            str(ROOT / "data" / "breast_cancer.csv"),
+            "--schema",
+            str(ROOT / "data" / "breast_cancer.yaml"),
+            "--generators",
+            "marginals",
+            "--weights",
+            "beta_debiased",
+            "--epsilons",
+            "2",
+            "--seeds",
+            "1",
+            "--n-synthetic",
+            "1000",
+            "--out",
+            str(tmp_path / "dask"),
+            "--dask",
+            cluster.scheduler_address,
+        ],
         catch_exceptions=False,
-    )  # fmt: skip
+    )
     assert result.exit_code == 0, result.output
     on_threads = pq.read_table(Path(threads) / "results.parquet")
     on_dask = pq.read_table(tmp_path / "dask" / "results.parquet")
@@ -182,7 +198,10 @@ def test_multi_dataset_release_on_dask_matches_threads(prefect_server, cluster, 
                 "input_path": str(table),
                 "schema_path": str(path),
                 "config": {
-                    "epsilon": 1.0, "generator": "marginals", "n_synthetic": 400, "seed": 3,
+                    "epsilon": 1.0,
+                    "generator": "marginals",
+                    "n_synthetic": 400,
+                    "seed": 3,
                     "allow_unreliable_weights": True,
                 },
             }
@@ -198,8 +217,9 @@ def test_multi_dataset_release_on_dask_matches_threads(prefect_server, cluster, 
         releases=releases[:1], out_dir=str(tmp_path / "threads"), ledger_url=ledger
     )
     assert [Path(p).parent.name for p in on_dask] == ["census-a", "census-b"]
-    manifests = [json.loads((Path(p) / "manifest.json").read_text())
-                 for p in [*on_dask, *on_threads]]  # fmt: skip
+    manifests = [
+        json.loads((Path(p) / "manifest.json").read_text()) for p in [*on_dask, *on_threads]
+    ]
     assert manifest_shape(manifests[0]) == manifest_shape(manifests[2])
     assert manifests[0]["schema"] == manifests[2]["schema"]
     assert manifests[0]["release_spend"] == manifests[2]["release_spend"]

@@ -48,11 +48,18 @@ def test_prefect_yaml_schedules_create_flow_runs(shared_prefect_server, prefect_
     for pool in {d["work_pool"]["name"] for d in config["deployments"]}:
         subprocess.run(
             [*PREFECT, "work-pool", "create", pool, "--type", "process"],
-            env=env, check=True, capture_output=True, timeout=120,
+            env=env,
+            check=True,
+            capture_output=True,
+            timeout=120,
         )
     deployed = subprocess.run(
         [*PREFECT, "--no-prompt", "deploy", "--all"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert deployed.returncode == 0, deployed.stdout[-3000:] + deployed.stderr[-3000:]
     deployments = httpx.post(f"{api}/deployments/filter", json={}, timeout=10).json()

@@ -82,10 +82,14 @@ def test_standardized_beta_mse_is_in_real_standard_deviations():
 
 
 def test_mean_marginal_tvd_hand_computed_and_weights():
-    schema = {"dataset": "t", "budget": {"epsilon": 1, "delta": 0}, "columns": {
-        "a": {"type": "categorical", "categories": ["x", "y"]},
-        "b": {"type": "continuous", "min": 0, "max": 10},
-    }}  # fmt: skip
+    schema = {
+        "dataset": "t",
+        "budget": {"epsilon": 1, "delta": 0},
+        "columns": {
+            "a": {"type": "categorical", "categories": ["x", "y"]},
+            "b": {"type": "continuous", "min": 0, "max": 10},
+        },
+    }
     encoder = Encoder(Schema.model_validate(schema))
     real = encoder.encode(pd.DataFrame({"a": ["x", "y"], "b": [0.5, 9.5]}))
     # b lands in the wrong bin for the second row: 1-way TVD of a is 0, of b is 1/2.

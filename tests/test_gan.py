@@ -165,9 +165,19 @@ def test_discriminator_weights_move_mass_onto_the_triangle(seeded_entropy):
     real = square[square.sum(axis=1) < 1][:3000]
     encoder = triangle_encoder()
     generator = make_generator(
-        "dpgan", encoder, 10.0, DELTA, steps=100, batch_size=150, sample_rate=0.05,
-        hidden=(32, 32), latent_dim=8, learning_rate_d=3e-3, learning_rate_g=1e-6, seed=0,
-    )  # fmt: skip
+        "dpgan",
+        encoder,
+        10.0,
+        DELTA,
+        steps=100,
+        batch_size=150,
+        sample_rate=0.05,
+        hidden=(32, 32),
+        latent_dim=8,
+        learning_rate_d=3e-3,
+        learning_rate_g=1e-6,
+        seed=0,
+    )
     fitted = generator.fit(real)
     fake = fitted.sample(4000, np.random.default_rng(2))
     assert abs((fake.sum(axis=1) < 1).mean() - 0.5) < 0.05

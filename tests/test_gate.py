@@ -57,7 +57,11 @@ def test_certified_bounded_weights_pass_where_ties_break_the_pareto_fit():
     # reliable weights are not touched by a bound
     light = 0.3 * np.random.default_rng(2).normal(size=5000)
     with_bound, without = diagnose_weights(light, 1.0, 5.0), diagnose_weights(light)
-    assert (with_bound.verdict, with_bound.reason) == (without.verdict, without.reason) == (
-        "good",
-        None,
+    assert (
+        (with_bound.verdict, with_bound.reason)
+        == (without.verdict, without.reason)
+        == (
+            "good",
+            None,
+        )
     )

@@ -56,10 +56,13 @@ def _table(rows: int, seed: int) -> pd.DataFrame:
 def test_each_value_counts_once_in_the_coarsest_step_it_is_a_multiple_of():
     encoder = Encoder(_schema(nullable=True))
     column = encoder.columns[0]
-    assert candidate_steps(column).tolist() == [10.0 ** k for k in range(1, 1 - STEPS, -1)]
+    assert candidate_steps(column).tolist() == [10.0**k for k in range(1, 1 - STEPS, -1)]
     frame = pd.DataFrame(
-        {"table": [60.0, 58.0, 57.5, 57.25, 57.123456789, None],
-         "depth": [60.0] * 6, "price": [1.0] * 6}  # fmt: skip
+        {
+            "table": [60.0, 58.0, 57.5, 57.25, 57.123456789, None],
+            "depth": [60.0] * 6,
+            "price": [1.0] * 6,
+        }
     )
     counts = class_counts(column, encoder.encode(frame))
     # 60 -> 10, 58 -> 1, 57.5 -> 0.1, 57.25 -> 0.01, 57.123456789 -> none; missing: no class
@@ -82,8 +85,9 @@ def test_decimals_stored_in_single_precision_count_on_their_step():
     column = encoder.columns[1]  # depth, 40-80: steps 10 .. 1e-5
     stored = np.array([61.7, 57.25, 62.123, 60.0], dtype=np.float32).astype(float)
     assert stored[0] != 61.7  # 61.70000076293945
-    frame = pd.DataFrame({"table": [60.0] * 5, "depth": [*stored, 57.123456789],
-                          "price": [1.0] * 5})  # fmt: skip
+    frame = pd.DataFrame(
+        {"table": [60.0] * 5, "depth": [*stored, 57.123456789], "price": [1.0] * 5}
+    )
     # 61.7 -> 0.1, 57.25 -> 0.01, 62.123 -> 0.001, 60 -> 10, 57.123456789 -> none
     assert class_counts(column, encoder.encode(frame)).tolist() == [1, 0, 1, 1, 1, 0, 0, 1, 0]
 
@@ -159,9 +163,12 @@ def test_pgm_releases_whole_numbers_where_the_real_values_are_and_fits_the_edges
 
 def _precip_schema() -> Schema:
     return Schema.model_validate(
-        {"dataset": "precip", "max_rows": 100_000, "budget": {"epsilon": 10.0, "delta": 1e-5},
-         "columns": {"precip": {"type": "continuous", "min": 0, "max": 2,
-                                "nullable": True}}}  # fmt: skip
+        {
+            "dataset": "precip",
+            "max_rows": 100_000,
+            "budget": {"epsilon": 10.0, "delta": 1e-5},
+            "columns": {"precip": {"type": "continuous", "min": 0, "max": 2, "nullable": True}},
+        }
     )
 
 
@@ -176,8 +183,9 @@ def test_zeros_are_drawn_as_often_as_the_zero_class_says_and_never_as_a_step_mul
     cells = public_cells(column, 64)
     rng = np.random.default_rng(7)
     # half the rows with a value in the first cell [0, 0.03125), a tenth missing
-    chosen = np.concatenate([np.zeros(9_000, int), rng.integers(1, 64, 9_000),
-                             np.full(2_000, cells.size - 1)])  # fmt: skip
+    chosen = np.concatenate(
+        [np.zeros(9_000, int), rng.integers(1, 64, 9_000), np.full(2_000, cells.size - 1)]
+    )
     shares = np.zeros(STEPS + 1)
     shares[candidate_steps(column).tolist().index(0.01)] = 1.0
     out = np.zeros((len(chosen), encoder.width))
@@ -214,8 +222,12 @@ def test_pgm_keeps_a_zero_inflated_columns_zeros(seeded_noise):
 def test_lattice_values_at_awkward_bounds_stay_in_zero_one_and_in_their_cells(bounds):
     low, high = bounds
     schema = Schema.model_validate(
-        {"dataset": "bounds", "max_rows": 1000, "budget": {"epsilon": 1.0, "delta": 1e-6},
-         "columns": {"x": {"type": "continuous", "min": low, "max": high}}}  # fmt: skip
+        {
+            "dataset": "bounds",
+            "max_rows": 1000,
+            "budget": {"epsilon": 1.0, "delta": 1e-6},
+            "columns": {"x": {"type": "continuous", "min": low, "max": high}},
+        }
     )
     encoder = Encoder(schema)
     column = encoder.columns[0]
@@ -252,8 +264,7 @@ def test_the_threshold_keeps_about_one_noise_class_in_twenty_releases(gaussian):
     # threshold (0.05 / 270 per class: Bonferroni's bound holds with equality), SD about 3 %
     rng = np.random.default_rng(0)
     draws = 20_000 * columns * CLASSES
-    noise = (rng.normal(0, std, draws) if gaussian
-             else rng.laplace(0, std / np.sqrt(2), draws))  # fmt: skip
+    noise = rng.normal(0, std, draws) if gaussian else rng.laplace(0, std / np.sqrt(2), draws)
     rate = np.mean(noise >= threshold) * columns * CLASSES
     assert 0.045 < rate < 0.055
     # where not even half the rows could be told from the noise, nothing is kept
@@ -275,7 +286,9 @@ def test_the_one_way_pooling_keeps_the_one_way_noise_with_or_without_a_lattice(
     seen = []
     pooled = pgm.pooled_one_way
     monkeypatch.setattr(
-        pgm, "pooled_one_way", lambda *a: seen.append(a[1]) or pooled(*a)  # noqa: B023
+        pgm,
+        "pooled_one_way",
+        lambda *a: seen.append(a[1]) or pooled(*a),  # noqa: B023
     )
     with warnings.catch_warnings():
         warnings.simplefilter("error")

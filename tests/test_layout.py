@@ -74,15 +74,21 @@ def test_only_the_dprelease_package_is_installed():
     assert not (PACKAGE.parent / "flows").exists() and not (PACKAGE.parent / "tasks").exists()
 
 
-
 # Narration of how the code was built: work periods, issue numbers, experiment diaries, work
 # dates. Each piece is split so that this file does not match itself.
 WORD = "sess" + "ion"
 NARRATION = re.compile(
-    "|".join([WORD, "issue [0-9]", "tried " + "and not", "not " + "adopted",
-              "20[0-9]{2}" + "-[0-9]{2}-[0-9]{2}"]),
+    "|".join(
+        [
+            WORD,
+            "issue [0-9]",
+            "tried " + "and not",
+            "not " + "adopted",
+            "20[0-9]{2}" + "-[0-9]{2}-[0-9]{2}",
+        ]
+    ),
     re.IGNORECASE,
-)  # fmt: skip
+)
 # The technical uses of WORD, each allowed by a pattern of its own (case-sensitive).
 TECHNICAL_USES = {
     "pytest's fixture scope": rf'scope="{WORD}"',

@@ -173,9 +173,14 @@ def test_concurrent_processes_never_overspend(ledger_url, dataset):
     # Heeded when the forkserver starts (its first process). It does not see tests/ (not on
     # its sys.path), so it preloads what `ledger_race` imports.
     context.set_forkserver_preload(
-        ["dprelease.errors", "dprelease.privacy.accounting", "dprelease.privacy.ledger.ledger",
-         "sqlite3", "psycopg"]
-    )  # fmt: skip
+        [
+            "dprelease.errors",
+            "dprelease.privacy.accounting",
+            "dprelease.privacy.ledger.ledger",
+            "sqlite3",
+            "psycopg",
+        ]
+    )
     barrier = context.Barrier(8)
     results = context.Queue()
     processes = [
@@ -344,7 +349,10 @@ def test_the_ledger_totals_artifact_fits_the_prefect_ui(ledger_url, dataset):
             ledger.reserve(dataset, Cap(3.0, 1e-5, "rdp"), release, spends)
         rows = ledger_totals(ledger.summary(dataset))
     assert [row["accountant"] for row in rows] == [
-        "rdp (enforces the cap)", "basic (sum of the entries)", "pld (reported only)"]  # fmt: skip
+        "rdp (enforces the cap)",
+        "basic (sum of the entries)",
+        "pld (reported only)",
+    ]
     assert all(list(row) == ["accountant", "spent", "remaining", "cap"] for row in rows)
     widths = [max(len(column), *(len(row[column]) for row in rows)) for column in rows[0]]
     assert sum(widths) <= 100, rows

@@ -72,10 +72,16 @@ def test_an_integer_columns_bounds_get_cells_of_their_own():
     (decoding a bound cell gives the bound only, its neighbour never does), the same split at
     every number of bins so the cells nest, the measurement's size rebuilds them, and the
     evaluation metric's equal-width cells and small domains are unchanged."""
+
     def column(spec):  # noqa: ANN001, ANN202
-        schema = Schema.model_validate({"dataset": "t", "max_rows": 1000,
-                                        "budget": {"epsilon": 1.0, "delta": 1e-6},
-                                        "columns": {"x": spec}})  # fmt: skip
+        schema = Schema.model_validate(
+            {
+                "dataset": "t",
+                "max_rows": 1000,
+                "budget": {"epsilon": 1.0, "delta": 1e-6},
+                "columns": {"x": spec},
+            }
+        )
         return Encoder(schema), Encoder(schema).columns[0]
 
     encoder, visits = column({"type": "integer", "min": 0, "max": 200, "nullable": True})

@@ -38,8 +38,14 @@ def test_mst_release_with_calibration_weights(prefect_server, tmp_path):
     from dprelease.orchestration.flows.release import release_flow
 
     config = SyntheticConfig(
-        epsilon=1.0, delta=1e-6, generator="mst", generator_options={"iters": 30},
-        weights="calibration", n_synthetic=4000, seed=1, allow_unreliable_weights=True,
+        epsilon=1.0,
+        delta=1e-6,
+        generator="mst",
+        generator_options={"iters": 30},
+        weights="calibration",
+        n_synthetic=4000,
+        seed=1,
+        allow_unreliable_weights=True,
     )
     release_dir = Path(
         release_flow(

@@ -81,10 +81,22 @@ def without_extras(tmp_path_factory):
     env = {k: v for k, v in os.environ.items() if k != "DPRELEASE_LEDGER_URL"}
     env["DPRELEASE_HOME"] = str(home)
     process = subprocess.run(
-        [sys.executable, "-c", SCRIPT, ",".join(BLOCKED), json.dumps(cases), table, schema,
-         str(home)],
-        capture_output=True, text=True, env=env, timeout=300, check=False,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-c",
+            SCRIPT,
+            ",".join(BLOCKED),
+            json.dumps(cases),
+            table,
+            schema,
+            str(home),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
     assert process.returncode == 0, process.stderr
     return json.loads(process.stdout.splitlines()[-1]), home
 

@@ -134,8 +134,9 @@ def test_pgm_coarsens_a_numeric_target_only_where_the_noise_needs_it(rows, group
     keep their fine cells either way."""
     schema = CENSUS.model_copy(update={"target": "wage"})
     encoder = Encoder(schema)
-    generator, fitted, synthetic = _fit("pgm", census_like(rows, seed=6), seeded_noise,
-                                        encoder=encoder)  # fmt: skip
+    generator, fitted, synthetic = _fit(
+        "pgm", census_like(rows, seed=6), seeded_noise, encoder=encoder
+    )
     state = fitted.state
     assert int(state.target_groups.max()) + 1 == groups
     assert all(node.table.shape[0] == groups for node in state.nodes)
@@ -150,14 +151,16 @@ def test_model_target_groups_keep_missing_apart_and_follow_the_mass():
     from dprelease.generators.pgm.cells import model_target_groups
 
     shares = np.array([0.4, 0.1, 0.1, 0.1, 0.1, 0.05, 0.05, 0.05, 0.05])  # last: missing
-    np.testing.assert_array_equal(model_target_groups(1e6, 10.0, shares, nullable=True),
-                                  np.arange(9))  # fmt: skip
+    np.testing.assert_array_equal(
+        model_target_groups(1e6, 10.0, shares, nullable=True), np.arange(9)
+    )
     mapping = model_target_groups(300.0, 10.0, shares, nullable=True)  # floor(300/120) = 2
     np.testing.assert_array_equal(mapping, [0, 0, 1, 1, 1, 1, 1, 1, 2])  # 53 % and 47 %
     # a count: 80 % zeros, 15 % ones; 0 and 1 apart, the sparse tail pooled
     visits = np.array([0.796, 0.154, 0.033, 0.005, 0.005, 0.002, 0.002, 0.002, 0.001, 0.0])
-    np.testing.assert_array_equal(model_target_groups(1e6, 10.0, visits, nullable=False),
-                                  [0, 1, 2, 2, 2, 2, 2, 2, 2, 2])  # fmt: skip
+    np.testing.assert_array_equal(
+        model_target_groups(1e6, 10.0, visits, nullable=False), [0, 1, 2, 2, 2, 2, 2, 2, 2, 2]
+    )
 
 
 def test_pgm_keeps_the_dependence_of_a_skewed_count_target(seeded_noise):
@@ -167,21 +170,27 @@ def test_pgm_keeps_the_dependence_of_a_skewed_count_target(seeded_noise):
     P(flag | 1) - P(flag | 0) 0.0 against 0.7 real)."""
     rng = np.random.default_rng(5)
     n = 20_000
-    visits = rng.choice(10, size=n, p=[0.8, 0.15, 0.03, 0.005, 0.005, 0.004, 0.002,
-                                       0.002, 0.001, 0.001])  # fmt: skip
+    visits = rng.choice(
+        10, size=n, p=[0.8, 0.15, 0.03, 0.005, 0.005, 0.004, 0.002, 0.002, 0.001, 0.001]
+    )
     flag = rng.random(n) < np.where(visits == 0, 0.1, 0.8)
-    real = pd.DataFrame({
-        "visits": visits,
-        "flag": np.where(flag, "yes", "no"),
-        "age": rng.uniform(20, 70, n),
-        "other": rng.integers(0, 5, n),
-    })  # fmt: skip
-    schema = _schema({
-        "visits": {"type": "integer", "min": 0, "max": 9},
-        "flag": {"type": "categorical", "categories": ["no", "yes"]},
-        "age": {"type": "continuous", "min": 18, "max": 80},
-        "other": {"type": "integer", "min": 0, "max": 4},
-    }, target="visits")  # fmt: skip
+    real = pd.DataFrame(
+        {
+            "visits": visits,
+            "flag": np.where(flag, "yes", "no"),
+            "age": rng.uniform(20, 70, n),
+            "other": rng.integers(0, 5, n),
+        }
+    )
+    schema = _schema(
+        {
+            "visits": {"type": "integer", "min": 0, "max": 9},
+            "flag": {"type": "categorical", "categories": ["no", "yes"]},
+            "age": {"type": "continuous", "min": 18, "max": 80},
+            "other": {"type": "integer", "min": 0, "max": 4},
+        },
+        target="visits",
+    )
     encoder = Encoder(schema)
     _, fitted, synthetic = _fit("pgm", real, seeded_noise, encoder=encoder)
     groups = fitted.state.target_groups

@@ -95,22 +95,28 @@ def test_a_coarse_model_keeps_the_slope_of_the_target_on_a_feature(seeded_noise)
     rng = np.random.default_rng(11)  # test data, not DP noise
     n = 1_500
     x = rng.uniform(0, 100, n)
-    real = pd.DataFrame({
-        "y": np.clip(x + rng.normal(0, 20, n), -50, 150),
-        "x": x,
-        "noise": rng.uniform(0, 1, n),
-        "group": rng.choice(["a", "b", "c"], n),
-    })  # fmt: skip
-    schema = Schema.model_validate({
-        "dataset": "t", "max_rows": 100_000, "budget": {"epsilon": 10.0, "delta": 1e-5},
-        "target": "y",
-        "columns": {
-            "y": {"type": "continuous", "min": -50, "max": 150},
-            "x": {"type": "continuous", "min": 0, "max": 100},
-            "noise": {"type": "continuous", "min": 0, "max": 1},
-            "group": {"type": "categorical", "categories": ["a", "b", "c"]},
-        },
-    })  # fmt: skip
+    real = pd.DataFrame(
+        {
+            "y": np.clip(x + rng.normal(0, 20, n), -50, 150),
+            "x": x,
+            "noise": rng.uniform(0, 1, n),
+            "group": rng.choice(["a", "b", "c"], n),
+        }
+    )
+    schema = Schema.model_validate(
+        {
+            "dataset": "t",
+            "max_rows": 100_000,
+            "budget": {"epsilon": 10.0, "delta": 1e-5},
+            "target": "y",
+            "columns": {
+                "y": {"type": "continuous", "min": -50, "max": 150},
+                "x": {"type": "continuous", "min": 0, "max": 100},
+                "noise": {"type": "continuous", "min": 0, "max": 1},
+                "group": {"type": "categorical", "categories": ["a", "b", "c"]},
+            },
+        }
+    )
     encoder = Encoder(schema)
     generator = make_generator("pgm", encoder, 1.0, 1e-6)
     fitted = generator.fit(encoder.encode(real), seeded_noise(2))
@@ -118,8 +124,9 @@ def test_a_coarse_model_keeps_the_slope_of_the_target_on_a_feature(seeded_noise)
     x_node = next(node for node in state.nodes if node.column == 1)
     assert state.resolutions[1] <= 4 and (x_node.latent_correlations > 0.6).all()
     assert next(node for node in state.nodes if node.column == 3).latent_correlations is None
-    independent = replace(state, nodes=[replace(node, latent_correlations=None)
-                                        for node in state.nodes])  # fmt: skip
+    independent = replace(
+        state, nodes=[replace(node, latent_correlations=None) for node in state.nodes]
+    )
 
     def slope(model) -> tuple[float, np.ndarray]:
         rows = encoder.decode(replace(fitted, state=model).sample(40_000, np.random.default_rng(5)))

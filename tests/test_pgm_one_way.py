@@ -65,8 +65,9 @@ def _with_and_without(
     far_before, far_after, error_before, error_after = [], [], [], []
     for _ in range(40):
         noisy = true + rng.normal(0, STD, true.size)
-        shares = [denoised_shares(noisy, total, STD, true.size, **options)
-                  for options in (before, after)]  # fmt: skip
+        shares = [
+            denoised_shares(noisy, total, STD, true.size, **options) for options in (before, after)
+        ]
         assert all(s.sum() == pytest.approx(1.0) for s in shares)
         far_before.append(shares[0][far:].sum())
         far_after.append(shares[1][far:].sum())
@@ -135,12 +136,19 @@ def test_a_real_cluster_apart_from_the_body_is_not_a_stray():
 
 def _schema(target: dict) -> Schema:
     bounded = {"type": "continuous", "min": 0, "max": 100}
-    return Schema.model_validate({
-        "dataset": "t", "max_rows": 100_000, "budget": {"epsilon": 10.0, "delta": 1e-5},
-        "target": "y",
-        "columns": {"x": bounded, "y": target,
-                    "g": {"type": "categorical", "categories": ["a", "b"]}},
-    })  # fmt: skip
+    return Schema.model_validate(
+        {
+            "dataset": "t",
+            "max_rows": 100_000,
+            "budget": {"epsilon": 10.0, "delta": 1e-5},
+            "target": "y",
+            "columns": {
+                "x": bounded,
+                "y": target,
+                "g": {"type": "categorical", "categories": ["a", "b"]},
+            },
+        }
+    )
 
 
 def test_pgm_trims_refined_features_only(seeded_noise, monkeypatch):
@@ -174,7 +182,12 @@ def test_pgm_trims_refined_features_only(seeded_noise, monkeypatch):
     for top, expected in ((200, [False, True, False]), (9, [False, False, False])):
         counts = Encoder(_schema({"type": "integer", "min": 0, "max": top}))
         strays.clear()
-        real = pd.DataFrame({"x": rng.exponential(2.0, 300).clip(0, 20),
-                             "y": rng.geometric(0.5, 300).clip(1, 10) - 1, "g": "a"})  # fmt: skip
+        real = pd.DataFrame(
+            {
+                "x": rng.exponential(2.0, 300).clip(0, 20),
+                "y": rng.geometric(0.5, 300).clip(1, 10) - 1,
+                "g": "a",
+            }
+        )
         make_generator("pgm", counts, 1.0, 1e-6).fit(counts.encode(real), seeded_noise(6))
         assert strays == expected

@@ -59,10 +59,13 @@ def test_a_release_is_findable_in_the_ui(prefect_server, tmp_path):
     census_like(600, seed=2).to_csv(table, index=False)
     ledger = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
     state = release_flow(
-        str(table), str(schema_file(tmp_path, "ui-test")),
+        str(table),
+        str(schema_file(tmp_path, "ui-test")),
         SyntheticConfig(epsilon=0.5, allow_unreliable_weights=True),
-        out_dir=str(tmp_path / "out"), ledger_url=ledger, return_state=True,
-    )  # fmt: skip
+        out_dir=str(tmp_path / "out"),
+        ledger_url=ledger,
+        return_state=True,
+    )
     directory = Path(state.result()).resolve()
     flow_run_id = state.state_details.flow_run_id
     logs = run_logs(flow_run_id)
@@ -83,7 +86,10 @@ def test_a_release_is_findable_in_the_ui(prefect_server, tmp_path):
     rows = by_key["ledger-totals-ui-test"].data
     rows = yaml.safe_load(rows) if isinstance(rows, str) else rows
     assert [row["accountant"] for row in rows] == [  # zCDP (pgm)
-        "rdp (enforces the cap)", "basic (sum of the entries)", "rdp-all-orders (reported only)"]
+        "rdp (enforces the cap)",
+        "basic (sum of the entries)",
+        "rdp-all-orders (reported only)",
+    ]
     for row in rows:  # rounded for people: no float noise such as 1.6666666666666668e-07
         for column in ("spent", "cap"):
             assert len(row[column]) <= 24, row
@@ -109,9 +115,10 @@ def test_a_failed_run_logs_once_and_stores_nothing(prefect_server, tmp_path):
         str(table),
         str(schema_file(tmp_path, "ui-fail")),
         SyntheticConfig(epsilon=0.5, on_invalid_rows="refuse"),
-        out_dir=str(tmp_path / "out"), ledger_url=f"sqlite:///{tmp_path / 'l.sqlite'}",
+        out_dir=str(tmp_path / "out"),
+        ledger_url=f"sqlite:///{tmp_path / 'l.sqlite'}",
         return_state=True,
-    )  # fmt: skip
+    )
     assert state.is_failed() and "atlantis" not in (state.message or "")
     with pytest.raises(InputError):  # a caller in this process gets the error itself
         state.result()
@@ -127,11 +134,13 @@ def test_a_headerless_csv_leaves_no_value_in_the_run_state_or_logs(prefect_serve
     table = tmp_path / "headerless.csv"
     values = write_headerless_csv(table)
     state = release_flow(
-        str(table), str(schema_file(tmp_path, "ui-headerless")),
+        str(table),
+        str(schema_file(tmp_path, "ui-headerless")),
         SyntheticConfig(epsilon=0.5, on_invalid_rows="drop", drop_extra_columns=True),
-        out_dir=str(tmp_path / "out"), ledger_url=f"sqlite:///{tmp_path / 'l.sqlite'}",
+        out_dir=str(tmp_path / "out"),
+        ledger_url=f"sqlite:///{tmp_path / 'l.sqlite'}",
         return_state=True,
-    )  # fmt: skip
+    )
     assert state.is_failed() and "may have no header line" in (state.message or "")
     with pytest.raises(InputError) as error:
         state.result()

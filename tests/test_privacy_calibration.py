@@ -151,11 +151,13 @@ def test_the_noise_call_sites_apply_the_noise_to_their_values():
     )
     encoder = Encoder(schema)
     generator = IndependentMarginals(encoder, 1.0)
-    generator.fit_counts([np.array([3.0, 0.0, 1.0]), np.array([1.0, 1.0, 2.0, 0.0])], Recording(
-        secure=True
-    ))
+    generator.fit_counts(
+        [np.array([3.0, 0.0, 1.0]), np.array([1.0, 1.0, 2.0, 0.0])], Recording(secure=True)
+    )
     assert [counts for counts, _ in calls] == [True, True]
     assert all(np.array_equal(noisy, np.round(noisy)) for _, noisy in calls)
+
+
 def test_noise_refuses_bad_scales():
     with pytest.raises(ValueError, match="Laplace scale must be a positive finite number"):
         NoiseSource().add_laplace(np.zeros(3), 0.0)

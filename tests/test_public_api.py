@@ -16,12 +16,28 @@ import dprelease
 from dprelease.datasets import census_like
 
 PUBLIC = {
-    "ABCDPConfig", "BudgetExceededError", "DPReleaseError", "InputError", "Ledger", "Release",
-    "Schema", "SyntheticConfig", "TruncationConfig", "UnreliableWeightsError",
-    "VerificationResult", "__version__", "design_matrix", "expectation_suite", "fit_weighted",
-    "glm_effective_sample_size", "load_release", "load_schema", "publish", "verify_release",
+    "ABCDPConfig",
+    "BudgetExceededError",
+    "DPReleaseError",
+    "InputError",
+    "Ledger",
+    "Release",
+    "Schema",
+    "SyntheticConfig",
+    "TruncationConfig",
+    "UnreliableWeightsError",
+    "VerificationResult",
+    "__version__",
+    "design_matrix",
+    "expectation_suite",
+    "fit_weighted",
+    "glm_effective_sample_size",
+    "load_release",
+    "load_schema",
+    "publish",
+    "verify_release",
     "weighted_mean",
-}  # fmt: skip
+}
 
 
 def test_the_public_names_are_pinned_and_resolve():

@@ -230,8 +230,17 @@ def test_ledger_show_json(prefect_server, census_csv, tmp_path):
     assert result.exit_code == 0
     shown = json.loads(result.stdout)
     assert set(shown) == {
-        "dataset", "cap", "accountant", "recorded_accountant", "spent", "by_accountant",
-        "reported", "last_release", "notes", "plain_summary", "entries",
+        "dataset",
+        "cap",
+        "accountant",
+        "recorded_accountant",
+        "spent",
+        "by_accountant",
+        "reported",
+        "last_release",
+        "notes",
+        "plain_summary",
+        "entries",
     }
     assert shown["reported"] == {}  # the PLD figure is reported for rdp datasets only
     assert shown["cap"] == {"epsilon": 3.0, "delta": 1e-5}
@@ -272,8 +281,10 @@ def test_concurrent_releases_publish_exactly_what_the_cap_admits(
     ]
     outputs = [process.communicate(timeout=300) for process in processes]
     codes = [process.returncode for process in processes]
-    report = "\n".join(f"--- exit {p.returncode}:\n{err[-3000:]}"
-                       for p, (_, err) in zip(processes, outputs, strict=True))  # fmt: skip
+    report = "\n".join(
+        f"--- exit {p.returncode}:\n{err[-3000:]}"
+        for p, (_, err) in zip(processes, outputs, strict=True)
+    )
     assert sorted(codes) == [0, 0, 3, 3], report
     summary = ledger_json(out)
     assert summary["spent"]["epsilon"] <= 2.0 + 1e-12
@@ -367,9 +378,14 @@ def test_dpgan_with_discriminator_weights_spends_only_the_generator(
             input_path=str(census_csv),
             schema_path=str(schema_file(tmp_path)),
             config={
-                "epsilon": 1.0, "delta": 1e-6, "generator": "dpgan",
-                "generator_options": {"steps": 40}, "weights": "discriminator",
-                "n_synthetic": 500, "seed": 1, "allow_unreliable_weights": True,
+                "epsilon": 1.0,
+                "delta": 1e-6,
+                "generator": "dpgan",
+                "generator_options": {"steps": 40},
+                "weights": "discriminator",
+                "n_synthetic": 500,
+                "seed": 1,
+                "allow_unreliable_weights": True,
             },
             out_dir=str(out),
         )

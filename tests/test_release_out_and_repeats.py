@@ -72,16 +72,19 @@ def test_the_same_configuration_twice_today_is_warned_before_it_spends(tmp_path)
 def test_a_repeat_refused_before_its_spend_is_not_warned(tmp_path, refused):
     _publish(tmp_path, tmp_path / "releases")
     spent = _entries(tmp_path)
-    config = SyntheticConfig(
-        epsilon=1.0, weights="none", n_synthetic=100, on_invalid_rows="refuse"
-    )
+    config = SyntheticConfig(epsilon=1.0, weights="none", n_synthetic=100, on_invalid_rows="refuse")
     with warnings.catch_warnings():
         warnings.simplefilter("error", DuplicateReleaseWarning)
         with pytest.raises(InputError):
             publish_release(
-                SYNTHETIC_PIPELINE, TINY_SCHEMA, config, refused, out_dir=tmp_path / "releases",
-                ledger_url=f"sqlite:///{tmp_path / 'ledger.sqlite'}", noise=SeededNoise(0),
-            )  # fmt: skip
+                SYNTHETIC_PIPELINE,
+                TINY_SCHEMA,
+                config,
+                refused,
+                out_dir=tmp_path / "releases",
+                ledger_url=f"sqlite:///{tmp_path / 'ledger.sqlite'}",
+                noise=SeededNoise(0),
+            )
     assert _entries(tmp_path) == spent
 
 
@@ -93,9 +96,7 @@ def test_the_command_checks_refuse_before_prefect_and_do_not_warn(tmp_path, caps
     table = tmp_path / "table.csv"
     TABLE.to_csv(table, index=False)
     url = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
-    config = SyntheticConfig(
-        epsilon=1.0, weights="none", n_synthetic=100, on_invalid_rows="refuse"
-    )
+    config = SyntheticConfig(epsilon=1.0, weights="none", n_synthetic=100, on_invalid_rows="refuse")
     plan = plan_release(TINY_SCHEMA, config)
     check_before_run(url, plan, table, config, tmp_path / "releases")
     assert "same configuration" not in capsys.readouterr().err  # the run warns, if it spends
@@ -106,9 +107,14 @@ def test_the_command_checks_refuse_before_prefect_and_do_not_warn(tmp_path, caps
 def _in_process_flow(**params):  # noqa: ANN003, ANN202
     """A stand-in for the release flow: `publish_release` in this process, without Prefect."""
     return publish_release(
-        SYNTHETIC_PIPELINE, params["schema_path"], params["config"], params["input_path"],
-        out_dir=params["out_dir"], ledger_url=params["ledger_url"], noise=SeededNoise(0),
-    )  # fmt: skip
+        SYNTHETIC_PIPELINE,
+        params["schema_path"],
+        params["config"],
+        params["input_path"],
+        out_dir=params["out_dir"],
+        ledger_url=params["ledger_url"],
+        noise=SeededNoise(0),
+    )
 
 
 @pytest.fixture
@@ -131,20 +137,24 @@ def command(tmp_path, monkeypatch):  # noqa: ANN001, ANN201
     monkeypatch.setattr(support, "check_prefect_server", lambda: None)
     schema = tmp_path / "tiny.yaml"
     schema.write_text(yaml.safe_dump(TINY_SCHEMA.public_dict()))
-    config = SyntheticConfig(
-        epsilon=1.0, weights="none", n_synthetic=100, on_invalid_rows="refuse"
-    )
+    config = SyntheticConfig(epsilon=1.0, weights="none", n_synthetic=100, on_invalid_rows="refuse")
 
     def run(table: pd.DataFrame, capsys) -> tuple[int, str]:  # noqa: ANN001
         path = tmp_path / "table.csv"
         table.to_csv(path, index=False)
         try:
             support.publish_command(
-                "in_process_flows:flow", plan=plan_release(TINY_SCHEMA, config), input_path=path,
-                schema=schema, config=config, out=tmp_path / "releases",
-                ledger_url=f"sqlite:///{tmp_path / 'ledger.sqlite'}", verbose=False,
-                what="release", summary=lambda manifest: manifest["release_id"],
-            )  # fmt: skip
+                "in_process_flows:flow",
+                plan=plan_release(TINY_SCHEMA, config),
+                input_path=path,
+                schema=schema,
+                config=config,
+                out=tmp_path / "releases",
+                ledger_url=f"sqlite:///{tmp_path / 'ledger.sqlite'}",
+                verbose=False,
+                what="release",
+                summary=lambda manifest: manifest["release_id"],
+            )
         except typer.Exit as exit_:
             return exit_.exit_code, capsys.readouterr().err.replace("\n", " ")
         return 0, capsys.readouterr().err.replace("\n", " ")

@@ -37,12 +37,24 @@ def _render(tmp_path: Path) -> str:
                 metrics = dict.fromkeys(COLUMNS, 1.0) | {"tvd1": tvd1[seed], "tstr": tstr[seed]}
                 writer.writerow(["boston", "tuning", method, seed, *metrics.values()])
     meta = {
-        "commit": "0123abcd" * 5, "dirty": False, "date": DATE,
-        "machine": {"cpu": "Test CPU 9000", "cores": 2, "ram_gb": 23.4, "python": "3.11.7",
-                    "packages": {"dprelease": "0.1.0", "opendp": "0.16.0"}},
-        "epsilon": 1.0, "delta": 1e-6, "n_synthetic": 20_000, "seeds": [0, 1, 2],
-        "tables": ["boston"], "methods": list(VALUES), "peers": ["opendp-mst", "opendp-aim"],
-    }  # fmt: skip
+        "commit": "0123abcd" * 5,
+        "dirty": False,
+        "date": DATE,
+        "machine": {
+            "cpu": "Test CPU 9000",
+            "cores": 2,
+            "ram_gb": 23.4,
+            "python": "3.11.7",
+            "packages": {"dprelease": "0.1.0", "opendp": "0.16.0"},
+        },
+        "epsilon": 1.0,
+        "delta": 1e-6,
+        "n_synthetic": 20_000,
+        "seeds": [0, 1, 2],
+        "tables": ["boston"],
+        "methods": list(VALUES),
+        "peers": ["opendp-mst", "opendp-aim"],
+    }
     (results / "fidelity-e1.meta.json").write_text(json.dumps(meta))
     page = tmp_path / "benchmarks.md"
     module.render(results, page)
@@ -66,10 +78,14 @@ def test_the_page_has_the_runs_metadata_means_and_standard_errors(tmp_path):
 def test_the_standing_pairs_the_default_with_the_best_peer_in_each_direction(tmp_path):
     page = _render(tmp_path)
     # TVD1: differences -0.05, -0.04, -0.03 against opendp-aim (mean 0.16 < opendp-mst's 0.21).
-    assert ("| boston | TVD1 | dprelease | 0.12 ± 0.012 | opendp-aim | 0.16 ± 0.0058 | "
-            "-0.04 ± 0.00577 (3) | better |") in page  # fmt: skip
+    assert (
+        "| boston | TVD1 | dprelease | 0.12 ± 0.012 | opendp-aim | 0.16 ± 0.0058 | "
+        "-0.04 ± 0.00577 (3) | better |"
+    ) in page
     # TSTR: differences -0.3, -0.2, -0.1 against opendp-mst (0.8 > opendp-aim's 0.2).
-    assert ("| boston | TSTR | dprelease | 0.6 ± 0.058 | opendp-mst | 0.8 ± 0 | "
-            "-0.2 ± 0.0577 (3) | worse |") in page  # fmt: skip
+    assert (
+        "| boston | TSTR | dprelease | 0.6 ± 0.058 | opendp-mst | 0.8 ± 0 | "
+        "-0.2 ± 0.0577 (3) | worse |"
+    ) in page
     # TVD2: equal everywhere, a zero difference with zero SE.
     assert "| boston | TVD2 | dprelease | 1 ± 0 | opendp-mst | 1 ± 0 | 0 ± 0 (3) |" in page

@@ -159,8 +159,11 @@ def test_flat_calibration_weights_say_why_in_plain_words(manifest):
     fitted = {"method": "calibration", "calibration": {"flat_reason": None}}
     assert _verdict_text(fitted, "good").startswith("good: the weights' tail is light")
     # the other methods that can make their weights flat (a DP outcome) say so too
-    untempered = {"method": "discriminator", "temper": 0.0,
-                  "flat_reason": "no tempering gave weights PSIS calls reliable"}  # fmt: skip
+    untempered = {
+        "method": "discriminator",
+        "temper": 0.0,
+        "flat_reason": "no tempering gave weights PSIS calls reliable",
+    }
     assert "tail PSIS calls reliable" in _verdict_text(untempered, "good")
     tempered = {"method": "discriminator", "temper": 0.4, "flat_reason": None}
     assert _verdict_text(tempered, "good").startswith("good: the weights' tail is light")
@@ -410,19 +413,26 @@ def test_crowded_columns_are_named_with_their_cells(manifest):
     assert {"wage", "capital_gain"} <= set(crowding)  # every numeric column with wide cells
 
     def record(held: int, widest: float, lowest: bool, is_crowded: bool = True) -> dict:
-        return {"cells": 64 if held == 3 else 16, "cells_holding_90_percent": held,
-                "widest_of_them": widest, "lowest_cell_among_them": lowest,
-                "crowded": is_crowded}  # fmt: skip
+        return {
+            "cells": 64 if held == 3 else 16,
+            "cells_holding_90_percent": held,
+            "widest_of_them": widest,
+            "lowest_cell_among_them": lowest,
+            "crowded": is_crowded,
+        }
 
     edited = json.loads(json.dumps(manifest))
     edited["accuracy"]["synthetic_rows"]["cell_crowding"] = {
-        "wage": record(3, 312.5, True), "hours": record(2, 6.1, True),
-        "age": record(2, 4.6, False), "education": record(9, 1.3, False, is_crowded=False),
-    }  # fmt: skip
+        "wage": record(3, 312.5, True),
+        "hours": record(2, 6.1, True),
+        "age": record(2, 4.6, False),
+        "education": record(9, 1.3, False, is_crowded=False),
+    }
     lines = usable_section(edited)
     wage = next(line for line in lines if line.startswith("`wage`"))
-    assert wage.startswith("`wage`: 90 % of its synthetic rows lie in 3 of its 64 cells (up "
-                           "to 312 wide).")  # fmt: skip
+    assert wage.startswith(
+        "`wage`: 90 % of its synthetic rows lie in 3 of its 64 cells (up to 312 wide)."
+    )
     assert wage.endswith("give finer cells there.")  # continuous: no `spacing` advice
     hours = next(line for line in lines if line.startswith("`hours`"))  # integers near min
     assert "`spacing: log`, which gives its low values cells of their own" in hours
@@ -439,30 +449,73 @@ def test_a_mean_resting_on_weak_cells_is_named_with_both_means(manifest):
 
     weak = manifest["accuracy"]["synthetic_rows"]["weak_cells"]
     assert {"wage", "capital_gain"} <= set(weak)  # every numeric column
-    keys = {"weak_cells", "rows_in_weak_cells", "mean", "mean_without_weak_cells",
-            "weak_cells_move_mean", "strong_cells_low", "strong_cells_high",
-            "rows_below_strong_cells", "rows_above_strong_cells", "lower_tail_on_noise",
-            "upper_tail_on_noise", "cells_beyond_strong_cells", "one_value_per_cell"}  # fmt: skip
+    keys = {
+        "weak_cells",
+        "rows_in_weak_cells",
+        "mean",
+        "mean_without_weak_cells",
+        "weak_cells_move_mean",
+        "strong_cells_low",
+        "strong_cells_high",
+        "rows_below_strong_cells",
+        "rows_above_strong_cells",
+        "lower_tail_on_noise",
+        "upper_tail_on_noise",
+        "cells_beyond_strong_cells",
+        "one_value_per_cell",
+    }
     assert all(set(record) == keys for record in weak.values())
     edited = json.loads(json.dumps(manifest))
-    tails = {"strong_cells_low": 0.0, "strong_cells_high": 50.0, "rows_below_strong_cells": 0.0,
-             "rows_above_strong_cells": 0.0, "lower_tail_on_noise": False,
-             "upper_tail_on_noise": False, "cells_beyond_strong_cells": 8,
-             "one_value_per_cell": False}  # fmt: skip
+    tails = {
+        "strong_cells_low": 0.0,
+        "strong_cells_high": 50.0,
+        "rows_below_strong_cells": 0.0,
+        "rows_above_strong_cells": 0.0,
+        "lower_tail_on_noise": False,
+        "upper_tail_on_noise": False,
+        "cells_beyond_strong_cells": 8,
+        "one_value_per_cell": False,
+    }
     edited["accuracy"]["synthetic_rows"]["weak_cells"] = {
-        "wage": {"weak_cells": 40, "rows_in_weak_cells": 0.0123, "mean": 812.4,
-                 "mean_without_weak_cells": 640.55, "weak_cells_move_mean": True,
-                 **tails, "upper_tail_on_noise": True},
-        "hours": {"weak_cells": 16, "rows_in_weak_cells": 1.0, "mean": 40.2,
-                  "mean_without_weak_cells": None, "weak_cells_move_mean": True, **tails,
-                  "strong_cells_low": None, "strong_cells_high": None},
-        "children": {"weak_cells": 1, "rows_in_weak_cells": 0.08, "mean": 0.08,
-                     "mean_without_weak_cells": 0.0, "weak_cells_move_mean": True, **tails,
-                     "strong_cells_high": 0.0, "cells_beyond_strong_cells": 1,
-                     "one_value_per_cell": True},
-        "age": {"weak_cells": 0, "rows_in_weak_cells": 0.0, "mean": 41.0,
-                "mean_without_weak_cells": 41.0, "weak_cells_move_mean": False, **tails},
-    }  # fmt: skip
+        "wage": {
+            "weak_cells": 40,
+            "rows_in_weak_cells": 0.0123,
+            "mean": 812.4,
+            "mean_without_weak_cells": 640.55,
+            "weak_cells_move_mean": True,
+            **tails,
+            "upper_tail_on_noise": True,
+        },
+        "hours": {
+            "weak_cells": 16,
+            "rows_in_weak_cells": 1.0,
+            "mean": 40.2,
+            "mean_without_weak_cells": None,
+            "weak_cells_move_mean": True,
+            **tails,
+            "strong_cells_low": None,
+            "strong_cells_high": None,
+        },
+        "children": {
+            "weak_cells": 1,
+            "rows_in_weak_cells": 0.08,
+            "mean": 0.08,
+            "mean_without_weak_cells": 0.0,
+            "weak_cells_move_mean": True,
+            **tails,
+            "strong_cells_high": 0.0,
+            "cells_beyond_strong_cells": 1,
+            "one_value_per_cell": True,
+        },
+        "age": {
+            "weak_cells": 0,
+            "rows_in_weak_cells": 0.0,
+            "mean": 41.0,
+            "mean_without_weak_cells": 41.0,
+            "weak_cells_move_mean": False,
+            **tails,
+        },
+    }
     lines = usable_section(edited)
     wage = next(line for line in lines if line.startswith("`wage`: 1.2%"))
     assert "lie in 40 cells whose DP counts are within 2 noise standard deviations" in wage
@@ -471,14 +524,20 @@ def test_a_mean_resting_on_weak_cells_is_named_with_both_means(manifest):
     assert "its synthetic mean is 40.2, and every cell of it is weak, so there is no mean" in hours
     # what leaves fewer weak cells: bounds only where cells of several values lie beyond the
     # strong ones; a 0/1 column's weak 1s, or a column without a strong cell, need more rows
-    assert wage.endswith("Bounds in the schema closer to where its rows are, more rows or a "
-                         "larger ε leave fewer such cells.")
-    assert hours.endswith("No cell of it stands above the noise: more rows, fewer columns or a "
-                          "larger ε leave fewer such cells.")
+    assert wage.endswith(
+        "Bounds in the schema closer to where its rows are, more rows or a "
+        "larger ε leave fewer such cells."
+    )
+    assert hours.endswith(
+        "No cell of it stands above the noise: more rows, fewer columns or a "
+        "larger ε leave fewer such cells."
+    )
     children = next(line for line in lines if line.startswith("`children`: 8.0%"))
     assert "lie in 1 cell whose DP counts" in children
-    assert children.endswith("More rows or a larger ε leave fewer such cells; narrower bounds "
-                             "too, but only if no real row can take a value other than 0.")
+    assert children.endswith(
+        "More rows or a larger ε leave fewer such cells; narrower bounds "
+        "too, but only if no real row can take a value other than 0."
+    )
     edited["accuracy"]["synthetic_rows"]["weak_cells"]["wage"]["cells_beyond_strong_cells"] = 0
     inner = next(line for line in usable_section(edited) if line.startswith("`wage`: 1.2%"))
     assert inner.endswith("its bounds are not the cause.")  # weak cells between strong ones
@@ -494,23 +553,43 @@ def test_a_far_tail_resting_on_weak_cells_is_named_with_its_span(manifest):
 
     edited = json.loads(json.dumps(manifest))
     edited["accuracy"]["synthetic_rows"]["weak_cells"] = {
-        "wage": {"weak_cells": 5, "rows_in_weak_cells": 0.03, "mean": 15.6,
-                 "mean_without_weak_cells": 15.1, "weak_cells_move_mean": False,
-                 "strong_cells_low": 6.25, "strong_cells_high": 12_500.0,
-                 "rows_below_strong_cells": 0.012, "rows_above_strong_cells": 0.018,
-                 "lower_tail_on_noise": True, "upper_tail_on_noise": True,
-                 "cells_beyond_strong_cells": 3, "one_value_per_cell": False},
-        "age": {"weak_cells": 1, "rows_in_weak_cells": 0.004, "mean": 41.0,
-                "mean_without_weak_cells": 41.0, "weak_cells_move_mean": False,
-                "strong_cells_low": 16.0, "strong_cells_high": 90.0,
-                "rows_below_strong_cells": 0.0, "rows_above_strong_cells": 0.004,
-                "lower_tail_on_noise": False, "upper_tail_on_noise": False,
-                "cells_beyond_strong_cells": 1, "one_value_per_cell": False},
-    }  # fmt: skip
+        "wage": {
+            "weak_cells": 5,
+            "rows_in_weak_cells": 0.03,
+            "mean": 15.6,
+            "mean_without_weak_cells": 15.1,
+            "weak_cells_move_mean": False,
+            "strong_cells_low": 6.25,
+            "strong_cells_high": 12_500.0,
+            "rows_below_strong_cells": 0.012,
+            "rows_above_strong_cells": 0.018,
+            "lower_tail_on_noise": True,
+            "upper_tail_on_noise": True,
+            "cells_beyond_strong_cells": 3,
+            "one_value_per_cell": False,
+        },
+        "age": {
+            "weak_cells": 1,
+            "rows_in_weak_cells": 0.004,
+            "mean": 41.0,
+            "mean_without_weak_cells": 41.0,
+            "weak_cells_move_mean": False,
+            "strong_cells_low": 16.0,
+            "strong_cells_high": 90.0,
+            "rows_below_strong_cells": 0.0,
+            "rows_above_strong_cells": 0.004,
+            "lower_tail_on_noise": False,
+            "upper_tail_on_noise": False,
+            "cells_beyond_strong_cells": 1,
+            "one_value_per_cell": False,
+        },
+    }
     lines = usable_section(edited)
     wage = next(line for line in lines if line.startswith("`wage`"))
-    assert wage.startswith("`wage`: 1.2% of its synthetic rows lie below 6.25 and 1.8% above "
-                           "12,500, beyond its cells whose DP counts are 2 noise standard")
+    assert wage.startswith(
+        "`wage`: 1.2% of its synthetic rows lie below 6.25 and 1.8% above "
+        "12,500, beyond its cells whose DP counts are 2 noise standard"
+    )
     assert "its 1st and 99th percentiles and the values beyond rest on noise" in wage
     assert not any(line.startswith("`age`") for line in lines)
 
@@ -521,8 +600,9 @@ def test_the_recorded_precision_names_each_continuous_columns_steps(manifest):
     generator that measures no steps says nothing about them."""
     from dprelease.release.report.accuracy import usable_section
 
-    continuous = [name for name, spec in manifest["schema"]["columns"].items()
-                  if spec["type"] == "continuous"]  # fmt: skip
+    continuous = [
+        name for name, spec in manifest["schema"]["columns"].items() if spec["type"] == "continuous"
+    ]
     assert continuous and manifest["configuration"]["generator"]["generator"] == "pgm"
     # every continuous column without a codebook, whatever the noise kept (a manifest's keys
     # never depend on DP outcomes: tests/test_dask.py compares them across runs)
@@ -535,8 +615,9 @@ def test_the_recorded_precision_names_each_continuous_columns_steps(manifest):
     assert found.endswith(f"`{continuous[0]}` on 1 (98%), 0.1 (2%), 0.00001 (< 1%).")
     record["zero_share"] = 0.93  # a zero-inflated column: its zeros, then its steps
     found = next(line for line in usable_section(edited) if line.startswith("Recorded"))
-    assert found.endswith(f"`{continuous[0]}` 93% exactly 0, the rest on 1 (98%), 0.1 (2%), "
-                          "0.00001 (< 1%).")  # fmt: skip
+    assert found.endswith(
+        f"`{continuous[0]}` 93% exactly 0, the rest on 1 (98%), 0.1 (2%), 0.00001 (< 1%)."
+    )
     record["zero_share"] = 0.0
     record["shares"] = [0.0, 0.0, 0.0, 0.0, 1.0]  # no step above the noise: all "none"
     lines = usable_section(edited)
@@ -546,8 +627,9 @@ def test_the_recorded_precision_names_each_continuous_columns_steps(manifest):
     assert not any("Recorded precision" in line for line in usable_section(edited))
 
 
-@pytest.mark.parametrize(("k_hat", "text"), [(-0.0098, "-0.01"), (-0.001, "0.00"),
-                                             (0.7123, "0.71"), (0.5, "0.50")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("k_hat", "text"), [(-0.0098, "-0.01"), (-0.001, "0.00"), (0.7123, "0.71"), (0.5, "0.50")]
+)
 def test_k_hat_is_shown_to_the_hundredth_like_its_thresholds(k_hat, text):
     """A k-hat of -0.0098 once read "-0.0098": four decimals of a shape estimate compared
     with 0.5 and 0.7."""
@@ -561,8 +643,11 @@ def test_the_pairs_measured_together_are_listed(manifest):
 
     schema = {"columns": {"a": {}, "b": {}, "c": {}, "y": {}}, "target": "y"}
     one_way = [{"columns": [name]} for name in schema["columns"]]
-    tree = one_way + [{"columns": ["y", "a"]}, {"columns": ["y", "a", "b"]},
-                      {"columns": ["y", "b", "c"]}]  # fmt: skip
+    tree = one_way + [
+        {"columns": ["y", "a"]},
+        {"columns": ["y", "a", "b"]},
+        {"columns": ["y", "b", "c"]},
+    ]
     (line, _) = _pairs_lines(tree, schema)
     assert line.startswith("Relations between columns: 5 of the 6 pairs of columns were")
     assert "every column with the target `y`; and `a` × `b`, `b` × `c`." in line
@@ -573,8 +658,11 @@ def test_the_pairs_measured_together_are_listed(manifest):
     names = list(manifest["schema"]["columns"])
     lines = usable_section(manifest)
     (line,) = [x for x in lines if "pairs of columns were measured together" in x]
-    held = {frozenset(p) for m in manifest["accuracy"]["marginals"]
-            for p in combinations(m["columns"], 2)}  # fmt: skip
+    held = {
+        frozenset(p)
+        for m in manifest["accuracy"]["marginals"]
+        for p in combinations(m["columns"], 2)
+    }
     assert f"{len(held)} of the {len(names) * (len(names) - 1) // 2} pairs" in line
 
 
@@ -590,20 +678,24 @@ def test_a_categorical_targets_cells_with_each_numeric_column_are_named(manifest
     records = manifest["accuracy"]["relations"]["cells_with_target"]
     columns = manifest["schema"]["columns"]
     numeric = [r for r in records if columns[r["column"]]["type"] != "categorical"]
-    assert {r["column"] for r in numeric} == {"age", "education", "hours", "wage",
-                                              "capital_gain"}  # fmt: skip
+    assert {r["column"] for r in numeric} == {"age", "education", "hours", "wage", "capital_gain"}
     (line,) = [x for x in usable_section(manifest) if x.startswith("Relations with the target")]
     assert "`high_earner` is categorical" in line and "drawn apart from it" in line
-    assert line.endswith(", ".join(f"`{r['column']}` in {r['cells']}" for r in numeric)
-                         + " cells.")  # fmt: skip
+    assert line.endswith(", ".join(f"`{r['column']}` in {r['cells']}" for r in numeric) + " cells.")
     for target in ("wage", None):
         schema = {**manifest["schema"], "target": target}
-        assert not any(x.startswith("Relations with the target")
-                       for x in usable_section({**manifest, "schema": schema}))  # fmt: skip
+        assert not any(
+            x.startswith("Relations with the target")
+            for x in usable_section({**manifest, "schema": schema})
+        )
     # the most cells a column had in a marginal that holds the target, whichever marginal
-    measured = [Measurement(("y", "a"), 8, "gaussian", 1.0, 100.0, (2, 4)),
-                Measurement(("y", "b", "a"), 24, "gaussian", 1.0, 100.0, (2, 2, 6)),
-                Measurement(("a", "c"), 64, "gaussian", 1.0, 100.0, (8, 8))]  # fmt: skip
+    measured = [
+        Measurement(("y", "a"), 8, "gaussian", 1.0, 100.0, (2, 4)),
+        Measurement(("y", "b", "a"), 24, "gaussian", 1.0, 100.0, (2, 2, 6)),
+        Measurement(("a", "c"), 64, "gaussian", 1.0, 100.0, (8, 8)),
+    ]
     assert coarse_relations(measured, "y")["cells_with_target"] == [
-        {"column": "a", "cells": 6}, {"column": "b", "cells": 2}]
+        {"column": "a", "cells": 6},
+        {"column": "b", "cells": 2},
+    ]
     assert coarse_relations(measured)["cells_with_target"] == []

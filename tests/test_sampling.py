@@ -43,8 +43,9 @@ def test_stratified_draws_hold_each_conditions_share_to_one_row_and_keep_each_ro
         assert np.all(np.abs(counts - (keys == key).sum() * p[key]) < 1.0)
     # a multinomial draw misses the shares by about sqrt(m p (1 - p)), 35 rows here
     # each row on its own is still a draw from its key's distribution
-    first = np.array([draw_rows(p[:1], systematic_uniforms(np.zeros(7, int), rng)[:1])[0]
-                      for _ in range(20_000)])  # fmt: skip
+    first = np.array(
+        [draw_rows(p[:1], systematic_uniforms(np.zeros(7, int), rng)[:1])[0] for _ in range(20_000)]
+    )
     frequencies = np.bincount(first, minlength=4) / len(first)
     assert np.all(np.abs(frequencies - p[0]) < 4 * np.sqrt(p[0] * (1 - p[0]) / len(first)) + 1e-12)
 

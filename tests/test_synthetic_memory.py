@@ -81,9 +81,19 @@ def test_the_command_refuses_before_the_cap_and_before_the_data(tmp_path, machin
     ledger = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
     result = CliRunner().invoke(
         app,
-        ["release", str(table), "--schema", str(schema), "--epsilon", "1", "--ledger", ledger,
-         "--n-synthetic", "1000000000"],
-    )  # fmt: skip
+        [
+            "release",
+            str(table),
+            "--schema",
+            str(schema),
+            "--epsilon",
+            "1",
+            "--ledger",
+            ledger,
+            "--n-synthetic",
+            "1000000000",
+        ],
+    )
     assert result.exit_code == 2, result.output
     assert result.output.startswith("error: 1,000,000,000 synthetic rows need about")
     assert "--n-synthetic" in result.output

@@ -123,9 +123,15 @@ def test_dp_mlp_records_the_noise_it_really_drew(toy, secure):
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(DPOptimizer, "__init__", spy)
         d = estimate(
-            "dp_mlp", real, synthetic, epsilon=1.0, delta=DELTA, steps=3, sample_rate=0.05,
+            "dp_mlp",
+            real,
+            synthetic,
+            epsilon=1.0,
+            delta=DELTA,
+            steps=3,
+            sample_rate=0.05,
             noise=Recording(secure=secure),
-        ).details  # fmt: skip
+        ).details
     assert modes == [secure] and draws == []
     mode = "secure-mode " if secure else ""
     assert d["noise_source"] == (
