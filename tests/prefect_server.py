@@ -69,21 +69,6 @@ def drop_database(admin_url: str, name: str) -> None:
 
 
 @contextmanager
-def _environment(settings: dict[str, str]) -> Iterator[None]:
-    """os.environ with `settings` (what `start` passes to the server), restored after."""
-    saved = {name: os.environ.get(name) for name in settings}
-    os.environ.update(settings)
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-
-
-@contextmanager
 def _locked(root: Path) -> Iterator[None]:
     with (root / "shared-server.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -107,8 +92,7 @@ def shared_server(root: Path) -> dict:
         if admin:
             database, url = create_database(admin)
             settings["PREFECT_SERVER_DATABASE_CONNECTION_URL"] = url
-        with _environment(settings):
-            api, _ = start(files, port=free_port(), timeout=180)
+        api, _ = start(files, port=free_port(), timeout=180, settings=settings)
         state = {"api": api, "home": str(files.home), "database": database}
         state_file.write_text(json.dumps(state))
         return state

@@ -63,7 +63,7 @@ def test_prefect_yaml_schedules_create_flow_runs(shared_prefect_server, prefect_
     )
     assert deployed.returncode == 0, deployed.stdout[-3000:] + deployed.stderr[-3000:]
     deployments = httpx.post(f"{api}/deployments/filter", json={}, timeout=10).json()
-    assert {d["name"] for d in config["deployments"]} <= {d["name"] for d in deployments}
+    assert {d["name"] for d in deployments} == {d["name"] for d in config["deployments"]}
     scheduled = {d["name"] for d in config["deployments"] if d.get("schedules")}
     assert scheduled, "prefect.yaml has no scheduled deployment"
     deployments = [d for d in deployments if d["name"] in scheduled]

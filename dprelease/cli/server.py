@@ -147,11 +147,14 @@ def start(
     *,
     command: list[str] | None = None,
     timeout: float = START_TIMEOUT,
+    settings: dict[str, str] | None = None,
 ) -> tuple[str, str]:
     """Start a detached server unless one runs (module docstring); return its API URL and a
     line saying what happened. `command`: the server's command line (default
-    `server_command`). Raises InputError when the port is taken by something that is not a
-    Prefect server, DPReleaseError when the server exits or does not answer in `timeout` s."""
+    `server_command`); `settings`: environment variables of the server's process on top of
+    this process's environment. Raises InputError when the port is taken by something that
+    is not a Prefect server, DPReleaseError when the server exits or does not answer in
+    `timeout` s."""
     running, stale = recorded(files)
     if running is not None:
         state = "answers" if answers(running.host, running.port) else "is starting"
@@ -172,7 +175,7 @@ def start(
         raise InputError(f"port {port} on {host} is in use by another program: pass --port")
     command = command or server_command(host, port)
     files.home.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ)
+    env = {**os.environ, **(settings or {})}
     env.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     # The UI asks its server for the API's address: Prefect derives it from the active
     # profile's PREFECT_API_URL (or port 4200), not from `--port`; name this server's.
